@@ -1,0 +1,32 @@
+"""Discrete-time linear time-invariant systems: Lyapunov equations, Gramians,
+Hankel singular values and balanced truncation with certified error bounds.
+
+Pure numpy/scipy (slycot optional); never imports torch.
+"""
+
+from __future__ import annotations
+
+from lti.exceptions import (
+    InvalidArgumentError,
+    LTIError,
+    MissingDependencyError,
+    NonFiniteError,
+    NotSymmetricError,
+    ShapeError,
+    SolverError,
+    UnstableSystemError,
+)
+
+# --- public API (each module adds its own import block below) ---
+
+__all__ = [
+    "InvalidArgumentError",
+    "LTIError",
+    "MissingDependencyError",
+    "NonFiniteError",
+    "NotSymmetricError",
+    "ShapeError",
+    "SolverError",
+    "UnstableSystemError",
+]
+__version__ = "0.1.0"
