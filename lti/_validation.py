@@ -1,0 +1,160 @@
+"""Input validation shared by the public entry points of :mod:`lti`.
+
+Every helper raises one of the typed errors of :mod:`lti.exceptions` with a message
+that names the argument and the offending value, and never modifies its input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lti.exceptions import NonFiniteError, NotSymmetricError, ShapeError, UnstableSystemError
+
+__all__ = [
+    "as_float_matrix",
+    "as_float_vector",
+    "check_square",
+    "check_symmetric",
+    "check_stable",
+    "spectral_radius",
+]
+
+
+def _as_array(name: str, X, *, allow_complex: bool) -> np.ndarray:
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # ragged lists and the like
+        raise ShapeError(f"`{name}` must be array-like; got {type(X).__name__}") from exc
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+    ):
+        raise ShapeError(f"`{name}` must be a numeric array; got dtype {arr.dtype}")
+    if np.iscomplexobj(arr):
+        if not allow_complex:
+            if np.any(arr.imag != 0):
+                raise ShapeError(f"`{name}` must be real; got a complex array")
+            arr = arr.real
+        return np.array(arr, dtype=np.complex128, copy=True)
+    return np.array(arr, dtype=np.float64, copy=True)
+
+
+def _check_finite(name: str, arr: np.ndarray) -> None:
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        value = arr[tuple(bad)]
+        raise NonFiniteError(
+            f"`{name}` must be finite; got {value} at index {tuple(int(i) for i in bad)}"
+        )
+
+
+def as_float_matrix(name: str, X, *, allow_complex: bool = False) -> np.ndarray:
+    """Return a 2-D float64 (or complex128) copy of `X` after shape and finiteness checks.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in error messages.
+    X : array_like, shape (r, c)
+        The matrix.
+    allow_complex : bool, optional
+        Keep complex input as complex128 instead of rejecting a non-zero imaginary part.
+
+    Returns
+    -------
+    ndarray, shape (r, c)
+        A fresh, writeable copy.
+
+    Raises
+    ------
+    ShapeError
+        If `X` is not 2-D or not numeric (or complex when not allowed).
+    NonFiniteError
+        If `X` holds NaN or inf.
+    """
+    arr = _as_array(name, X, allow_complex=allow_complex)
+    if arr.ndim != 2:
+        raise ShapeError(f"`{name}` must be a 2-D array; got shape {arr.shape}")
+    _check_finite(name, arr)
+    return arr
+
+
+def as_float_vector(name: str, x, *, allow_complex: bool = False) -> np.ndarray:
+    """Return a 1-D float64 (or complex128) copy of `x` after shape and finiteness checks.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in error messages.
+    x : array_like, shape (n,)
+        The vector.
+    allow_complex : bool, optional
+        Keep complex input as complex128.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        A fresh, writeable copy.
+    """
+    arr = _as_array(name, x, allow_complex=allow_complex)
+    if arr.ndim != 1:
+        raise ShapeError(f"`{name}` must be a 1-D array; got shape {arr.shape}")
+    _check_finite(name, arr)
+    return arr
+
+
+def check_square(name: str, A: np.ndarray) -> int:
+    """Raise :class:`ShapeError` unless `A` is a square 2-D array; return its size n."""
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ShapeError(f"`{name}` must be square; got shape {A.shape}")
+    return A.shape[0]
+
+
+def check_symmetric(name: str, X: np.ndarray, *, rtol: float | None = None) -> None:
+    """Raise :class:`NotSymmetricError` unless `X` is symmetric (Hermitian) to `rtol`.
+
+    The test is ``||X - X^H||_max <= rtol * max(||X||_max, tiny)``, relative to the
+    scale of the data; the default ``rtol`` is ``100 * n * eps``.
+    """
+    n = check_square(name, X)
+    if n == 0:
+        return
+    if rtol is None:
+        rtol = 100.0 * max(n, 1) * np.finfo(np.float64).eps
+    scale = float(np.max(np.abs(X)))
+    asym = float(np.max(np.abs(X - X.conj().T)))
+    if asym > rtol * max(scale, np.finfo(np.float64).tiny):
+        raise NotSymmetricError(
+            f"`{name}` must be symmetric; got max|{name} - {name}^T| = {asym:.3g} "
+            f"relative to max|{name}| = {scale:.3g} (rtol {rtol:.2g})"
+        )
+
+
+def spectral_radius(A) -> float:
+    """Spectral radius ``max |lambda_i(A)|`` of a square matrix or of a diagonal ``a`` (1-D)."""
+    A = np.asarray(A)
+    if A.size == 0:
+        return 0.0
+    if A.ndim == 1:
+        return float(np.max(np.abs(A)))
+    return float(np.max(np.abs(np.linalg.eigvals(A))))
+
+
+def check_stable(name: str, A, *, rho: float | None = None) -> float:
+    """Raise :class:`UnstableSystemError` unless `A` is Schur-stable; return its spectral radius.
+
+    Parameters
+    ----------
+    name : str
+        Argument name used in error messages.
+    A : ndarray, shape (n, n) or (n,)
+        Square matrix, or the diagonal of a diagonal matrix.
+    rho : float, optional
+        Precomputed spectral radius (saves an eigenvalue computation).
+    """
+    if rho is None:
+        rho = spectral_radius(A)
+    if not rho < 1.0:
+        raise UnstableSystemError(
+            f"`{name}` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
+        )
+    return rho
