@@ -18,8 +18,10 @@ from lti.exceptions import (
 )
 
 # --- public API (each module adds its own import block below) ---
+from lti.system import DiscreteLTI, discretize_zoh
 
 __all__ = [
+    "DiscreteLTI",
     "InvalidArgumentError",
     "LTIError",
     "MissingDependencyError",
@@ -28,5 +30,6 @@ __all__ = [
     "ShapeError",
     "SolverError",
     "UnstableSystemError",
+    "discretize_zoh",
 ]
 __version__ = "0.1.0"
