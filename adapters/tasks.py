@@ -1,0 +1,522 @@
+"""Synthetic tasks and the character corpus, in one shared token vocabulary.
+
+Every task is generated on the fly from a seed (no downloads) and tokenised into the same
+vocabulary, so one frozen backbone can be pretrained on text and fine-tuned on the
+synthetic tasks. Shapes: ``(B, Lseq)`` for token and label tensors.
+
+Shared vocabulary (``VOCAB_SIZE = 118`` ids)
+---------------------------------------------
+======  ==========================================================================
+id      token
+======  ==========================================================================
+0       ``PAD`` (never produced by the generators; given to HF as ``pad_token_id``)
+1       ``UNK`` (a character outside the fixed alphabet)
+2       ``SEP_T`` (end of a DFA transition table)
+3       ``SEP_Q`` (query: "the answer comes next")
+4, 5    ``BIT0``, ``BIT1`` (the binary input alphabet of DFA and parity)
+6..21   ``S0`` .. ``S15`` (DFA states; ``MAX_STATES = 16``)
+22      ``"\\n"``
+23..117 printable ASCII ``" "`` (32) .. ``"~"`` (126), in code-point order
+======  ==========================================================================
+
+A k-state DFA sample therefore uses exactly ``k + 4`` distinct ids (k states, two bits,
+``SEP_T``, ``SEP_Q``), the vocabulary of the paper's DFA task, embedded at reserved ids of
+the shared vocabulary; the character ids never occur in task samples.
+
+Labels follow the Hugging Face causal-LM convention: ``labels`` has the shape of
+``input_ids``, holds ``-100`` where no loss is taken, and ``labels[:, i]`` is predicted from
+the logits at position ``i - 1`` (the model shifts internally). Task labels are ``-100``
+everywhere except at the answer token(s).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from .exceptions import AdapterConfigError
+
+__all__ = [
+    "BIT_IDS",
+    "IGNORE_INDEX",
+    "MAX_STATES",
+    "PAD_ID",
+    "SEP_Q_ID",
+    "SEP_T_ID",
+    "STATE_IDS",
+    "UNK_ID",
+    "VOCAB_SIZE",
+    "Baselines",
+    "Batch",
+    "CharCorpus",
+    "char_corpus",
+    "decode",
+    "dfa_batches",
+    "dfa_task",
+    "encode",
+    "lm_batches",
+    "lm_eval_batches",
+    "parity_batches",
+    "parity_task",
+    "task_baselines",
+]
+
+IGNORE_INDEX = -100
+PAD_ID = 0
+UNK_ID = 1
+SEP_T_ID = 2
+SEP_Q_ID = 3
+BIT_IDS = (4, 5)
+MAX_STATES = 16
+STATE_IDS = tuple(range(6, 6 + MAX_STATES))
+_NEWLINE_ID = 6 + MAX_STATES
+_ASCII_BASE = _NEWLINE_ID + 1  # id of " " (code point 32)
+VOCAB_SIZE = _ASCII_BASE + (126 - 32 + 1)
+
+# Typographic characters of the CPython docs folded to ASCII before tokenising.
+_FOLD = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'",
+                       "\u2013": "-", "\u2014": "-", "\u2026": "..."})
+
+# Stream codes: (task, split) pairs give independent random streams for the same seed.
+_DFA, _PARITY, _LM = 1, 2, 3
+_FIXED, _STREAM = 0, 1
+
+
+class Batch(NamedTuple):
+    """A batch of token sequences with their causal-LM labels.
+
+    Attributes
+    ----------
+    input_ids : torch.Tensor, shape (B, Lseq), int64
+        Token ids in the shared vocabulary.
+    labels : torch.Tensor, shape (B, Lseq), int64
+        Target ids where a loss is taken, ``IGNORE_INDEX`` (-100) elsewhere;
+        ``labels[:, i]`` is predicted from the output at position ``i - 1``.
+    """
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """Accuracy of answer-agnostic predictors on a labelled set.
+
+    Attributes
+    ----------
+    chance : float
+        ``1 / n_classes``: a uniformly random guess.
+    majority : float
+        Accuracy of always predicting the most frequent answer of this set.
+    majority_label : int
+        That most frequent answer (a token id).
+    n_answers : int
+        Number of answer positions the rates are computed over.
+    """
+
+    chance: float
+    majority: float
+    majority_label: int
+    n_answers: int
+
+
+def _rng(seed: int, task: int, split: int) -> np.random.Generator:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise AdapterConfigError(f"`seed` must be a non-negative integer; got {seed!r}")
+    return np.random.default_rng([int(seed), task, split])
+
+
+def _check_positive(name: str, value: object, minimum: int = 1) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+        raise AdapterConfigError(f"`{name}` must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------- tokeniser
+
+
+def encode(text: str) -> torch.Tensor:
+    """Tokenise text into the shared vocabulary, one id per character.
+
+    Parameters
+    ----------
+    text : str
+        Any string. Curly quotes, en/em dashes and the ellipsis are first folded to
+        ASCII; every other character outside ``"\\n"`` and printable ASCII maps to
+        ``UNK_ID``.
+
+    Returns
+    -------
+    ids : torch.Tensor, shape (len(folded text),), int64
+    """
+    codes = np.frombuffer(text.translate(_FOLD).encode("utf-32-le"), dtype=np.uint32)
+    ids = np.full(codes.shape, UNK_ID, dtype=np.int64)
+    printable = (codes >= 32) & (codes <= 126)
+    ids[printable] = codes[printable].astype(np.int64) - 32 + _ASCII_BASE
+    ids[codes == 10] = _NEWLINE_ID
+    return torch.from_numpy(ids)
+
+
+def decode(ids: torch.Tensor | np.ndarray | list[int]) -> str:
+    """Map ids of the shared vocabulary back to a readable string.
+
+    Parameters
+    ----------
+    ids : array-like of int, shape (L,)
+
+    Returns
+    -------
+    text : str
+        Characters for character ids; task and special tokens as ``<SEP_T>``,
+        ``<SEP_Q>``, ``<0>``/``<1>`` (bits), ``<S3>`` (states), ``<PAD>``, ``<UNK>``.
+    """
+    out = []
+    for i in np.asarray(ids, dtype=np.int64).reshape(-1).tolist():
+        if i >= _ASCII_BASE and i < VOCAB_SIZE:
+            out.append(chr(i - _ASCII_BASE + 32))
+        elif i == _NEWLINE_ID:
+            out.append("\n")
+        elif i in STATE_IDS:
+            out.append(f"<S{i - STATE_IDS[0]}>")
+        elif i in BIT_IDS:
+            out.append(f"<{i - BIT_IDS[0]}>")
+        else:
+            names = {PAD_ID: "<PAD>", UNK_ID: "<UNK>", SEP_T_ID: "<SEP_T>", SEP_Q_ID: "<SEP_Q>"}
+            if i not in names:
+                raise AdapterConfigError(f"`ids` must lie in [0, {VOCAB_SIZE}); got {i}")
+            out.append(names[i])
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- DFA
+
+
+def _dfa_sample(rng: np.random.Generator, n: int, k: int, length: int) -> Batch:
+    tables = rng.integers(0, k, size=(n, k, 2))  # (n, k, 2): tables[i, q, b] = delta_i(q, b)
+    symbols = rng.integers(0, 2, size=(n, length))  # (n, T) input bits, T = length
+    state = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    for t in range(length):
+        state = tables[rows, state, symbols[:, t]]
+    ids = np.concatenate(
+        [
+            STATE_IDS[0] + tables.reshape(n, 2 * k),  # (n, 2k) table, row-major (q, b)
+            np.full((n, 1), SEP_T_ID),
+            BIT_IDS[0] + symbols,  # (n, T)
+            np.full((n, 1), SEP_Q_ID),
+            (STATE_IDS[0] + state)[:, None],  # (n, 1) answer
+        ],
+        axis=1,
+    ).astype(np.int64)
+    labels = np.full_like(ids, IGNORE_INDEX)
+    labels[:, -1] = ids[:, -1]
+    return Batch(torch.from_numpy(ids), torch.from_numpy(labels))
+
+
+def _check_dfa(k: int, length: int) -> tuple[int, int]:
+    k = _check_positive("k", k, 2)
+    if k > MAX_STATES:
+        raise AdapterConfigError(f"`k` must be <= MAX_STATES = {MAX_STATES}; got {k}")
+    return k, _check_positive("length", length)
+
+
+def dfa_task(n: int, *, k: int, length: int, seed: int) -> Batch:
+    """A fixed set of in-context DFA-execution samples (e.g. a test set).
+
+    Each sample draws a fresh random transition table of a k-state DFA over the binary
+    alphabet (every entry uniform on the k states), starts in state 0, reads T = ``length``
+    uniform random bits and asks for the final state.
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    k : int
+        Number of states, ``2 <= k <= MAX_STATES``.
+    length : int
+        Number of input symbols, T.
+    seed : int
+        Seed; the same ``(n, k, length, seed)`` always gives the same tensors, and the stream
+        of :func:`dfa_batches` with the same seed is independent of this set.
+
+    Returns
+    -------
+    batch : Batch
+        ``input_ids`` and ``labels`` of shape ``(n, 2k + T + 3)``.
+
+    Notes
+    -----
+    Layout of one sample (positions left to right)::
+
+        delta(0,0) delta(0,1) delta(1,0) ... delta(k-1,1)   2k state tokens S_j
+        SEP_T                                               1
+        x_1 ... x_T                                         T bit tokens BIT0/BIT1
+        SEP_Q                                               1
+        q_T                                                 1 answer, a state token
+
+    with ``q_0 = 0`` and ``q_t = delta(q_{t-1}, x_t)``. The only label is at the last
+    position (predicted from the output at ``SEP_Q``). Chance accuracy is ``1/k``.
+    """
+    n = _check_positive("n", n)
+    k, length = _check_dfa(k, length)
+    return _dfa_sample(_rng(seed, _DFA, _FIXED), n, k, length)
+
+
+def dfa_batches(batch_size: int, *, k: int, length: int, seed: int) -> Iterator[Batch]:
+    """An endless stream of fresh DFA batches (for training); layout as :func:`dfa_task`.
+
+    Parameters
+    ----------
+    batch_size : int
+    k, length : int
+        As in :func:`dfa_task`.
+    seed : int
+        Seed of the stream (deterministic; independent of :func:`dfa_task` with this seed).
+
+    Yields
+    ------
+    batch : Batch
+        ``input_ids``, ``labels`` of shape ``(batch_size, 2k + T + 3)``.
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    k, length = _check_dfa(k, length)
+    rng = _rng(seed, _DFA, _STREAM)
+    while True:
+        yield _dfa_sample(rng, batch_size, k, length)
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def _parity_sample(rng: np.random.Generator, n: int, length: int, mode: str) -> Batch:
+    bits = rng.integers(0, 2, size=(n, length))  # (n, T), T = length
+    if mode == "final":
+        answers = bits.sum(axis=1, keepdims=True) % 2  # (n, 1)
+    else:
+        answers = np.cumsum(bits, axis=1) % 2  # (n, T) running parities
+    ids = np.concatenate(
+        [BIT_IDS[0] + bits, np.full((n, 1), SEP_Q_ID), BIT_IDS[0] + answers], axis=1
+    ).astype(np.int64)
+    labels = np.full_like(ids, IGNORE_INDEX)
+    labels[:, length + 1 :] = ids[:, length + 1 :]
+    return Batch(torch.from_numpy(ids), torch.from_numpy(labels))
+
+
+def _check_parity(length: int, mode: str) -> int:
+    if mode not in ("final", "running"):
+        raise AdapterConfigError(f"`mode` must be 'final' or 'running'; got {mode!r}")
+    return _check_positive("length", length)
+
+
+def parity_task(n: int, *, length: int, seed: int, mode: str = "final") -> Batch:
+    """A fixed set of long-horizon parity samples (e.g. a test set).
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    length : int
+        Number of input bits T (uniform random).
+    seed : int
+        Seed; deterministic, independent of :func:`parity_batches` with the same seed.
+    mode : {"final", "running"}
+        ``"final"``: one answer, the XOR of all T bits. ``"running"``: T answers, the
+        parity of each prefix (the reference's ``2T + 1``-token layout).
+
+    Returns
+    -------
+    batch : Batch
+        ``input_ids``, ``labels`` of shape ``(n, T + 2)`` (final) or ``(n, 2T + 1)``
+        (running).
+
+    Notes
+    -----
+    Layouts (answers are bit tokens, ``p_t = x_1 xor ... xor x_t``)::
+
+        final:    x_1 ... x_T  SEP_Q  p_T
+        running:  x_1 ... x_T  SEP_Q  p_1 p_2 ... p_T
+
+    Labels are set at the answer positions only. Chance accuracy is 1/2. In running mode
+    the answers are fed back as inputs (teacher forcing), so ``p_t`` is predicted from
+    ``p_{t-1}`` and the aligned bit ``x_t`` sits ``T`` positions back.
+    """
+    n = _check_positive("n", n)
+    length = _check_parity(length, mode)
+    return _parity_sample(_rng(seed, _PARITY, _FIXED), n, length, mode)
+
+
+def parity_batches(
+    batch_size: int, *, length: int, seed: int, mode: str = "final"
+) -> Iterator[Batch]:
+    """An endless stream of fresh parity batches (for training); layout as :func:`parity_task`.
+
+    Parameters
+    ----------
+    batch_size : int
+    length : int
+        Number of input bits T.
+    seed : int
+    mode : {"final", "running"}
+
+    Yields
+    ------
+    batch : Batch
+        ``input_ids``, ``labels`` of shape ``(batch_size, T + 2)`` or ``(batch_size, 2T + 1)``.
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    length = _check_parity(length, mode)
+    rng = _rng(seed, _PARITY, _STREAM)
+    while True:
+        yield _parity_sample(rng, batch_size, length, mode)
+
+
+def task_baselines(batch: Batch, n_classes: int) -> Baselines:
+    """Chance and majority-class accuracy on the answer positions of a labelled set.
+
+    Parameters
+    ----------
+    batch : Batch
+        Typically a test set from :func:`dfa_task` or :func:`parity_task`.
+    n_classes : int
+        Number of possible answers (``k`` for DFA, 2 for parity).
+
+    Returns
+    -------
+    baselines : Baselines
+    """
+    n_classes = _check_positive("n_classes", n_classes)
+    answers = batch.labels[batch.labels != IGNORE_INDEX]
+    if answers.numel() == 0:
+        raise AdapterConfigError("`batch` has no answer positions (all labels are -100)")
+    values, counts = torch.unique(answers, return_counts=True)
+    best = int(torch.argmax(counts))
+    return Baselines(
+        chance=1.0 / n_classes,
+        majority=float(counts[best]) / answers.numel(),
+        majority_label=int(values[best]),
+        n_answers=int(answers.numel()),
+    )
+
+
+# --------------------------------------------------------------------------- text
+
+
+@dataclass(frozen=True)
+class CharCorpus:
+    """The character-LM corpus, tokenised and split.
+
+    Attributes
+    ----------
+    train : torch.Tensor, shape (L_train,), int64
+        The first ``1 - val_fraction`` of the text.
+    val : torch.Tensor, shape (L_val,), int64
+        The remaining tail (contiguous, never seen in training).
+    source : str
+        Where the text came from.
+    """
+
+    train: torch.Tensor
+    val: torch.Tensor
+    source: str
+
+
+def char_corpus(val_fraction: float = 0.1) -> CharCorpus:
+    """CPython's bundled documentation topics as a character-level corpus.
+
+    The text is ``pydoc_data.topics.topics`` (about 0.46 M characters; ships with every
+    CPython), its entries joined in sorted-key order with a blank line between them,
+    tokenised with :func:`encode`, and split into a contiguous head (train) and tail (val).
+
+    Parameters
+    ----------
+    val_fraction : float
+        Fraction of characters held out, in ``(0, 1)``.
+
+    Returns
+    -------
+    corpus : CharCorpus
+    """
+    if not (isinstance(val_fraction, float) and 0.0 < val_fraction < 1.0):
+        raise AdapterConfigError(f"`val_fraction` must be a float in (0, 1); got {val_fraction!r}")
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[key] for key in sorted(topics))
+    ids = encode(text)
+    cut = int(round(len(ids) * (1.0 - val_fraction)))
+    return CharCorpus(train=ids[:cut], val=ids[cut:], source="pydoc_data.topics")
+
+
+def lm_batches(
+    tokens: torch.Tensor, *, batch_size: int, seq_len: int, seed: int
+) -> Iterator[Batch]:
+    """An endless stream of random windows of a token stream (for LM training).
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (L,), int64
+    batch_size : int
+    seq_len : int
+        Window length; ``L`` must exceed it.
+    seed : int
+
+    Yields
+    ------
+    batch : Batch
+        ``input_ids == labels``, shape ``(batch_size, seq_len)`` (every position after the
+        first is a target).
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    seq_len = _check_positive("seq_len", seq_len, 2)
+    if tokens.ndim != 1 or tokens.numel() <= seq_len:
+        raise AdapterConfigError(
+            f"`tokens` must be 1-D and longer than seq_len={seq_len}; got shape "
+            f"{tuple(tokens.shape)}"
+        )
+    rng = _rng(seed, _LM, _STREAM)
+    offsets = torch.arange(seq_len)
+    while True:
+        starts = torch.from_numpy(rng.integers(0, tokens.numel() - seq_len + 1, size=batch_size))
+        window = tokens[starts[:, None] + offsets]  # (batch_size, seq_len)
+        yield Batch(window, window.clone())
+
+
+def lm_eval_batches(
+    tokens: torch.Tensor, *, batch_size: int, seq_len: int, max_batches: int | None = None
+) -> list[Batch]:
+    """Consecutive non-overlapping windows covering a token stream (for BPC evaluation).
+
+    Parameters
+    ----------
+    tokens : torch.Tensor, shape (L,), int64
+    batch_size, seq_len : int
+    max_batches : int or None
+        Keep only the first ``max_batches`` batches (None: all full windows).
+
+    Returns
+    -------
+    batches : list of Batch
+        Each of shape ``(<= batch_size, seq_len)``; windows are ``tokens[j*seq_len:
+        (j+1)*seq_len]`` in order; a trailing partial window is dropped.
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    seq_len = _check_positive("seq_len", seq_len, 2)
+    n_windows = tokens.numel() // seq_len
+    if tokens.ndim != 1 or n_windows == 0:
+        raise AdapterConfigError(
+            f"`tokens` must be 1-D with at least seq_len={seq_len} entries; got shape "
+            f"{tuple(tokens.shape)}"
+        )
+    windows = tokens[: n_windows * seq_len].reshape(n_windows, seq_len)  # (W, seq_len)
+    n_batches = math.ceil(n_windows / batch_size)
+    if max_batches is not None:
+        n_batches = min(n_batches, _check_positive("max_batches", max_batches))
+    return [
+        Batch(windows[i * batch_size : (i + 1) * batch_size],
+              windows[i * batch_size : (i + 1) * batch_size].clone())
+        for i in range(n_batches)
+    ]
