@@ -16,6 +16,7 @@ __all__ = [
     "InvalidArgumentError",
     "SolverError",
     "MissingDependencyError",
+    "EmptyDataError",
 ]
 
 
@@ -49,3 +50,7 @@ class SolverError(LTIError, ArithmeticError):
 
 class MissingDependencyError(LTIError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class EmptyDataError(LTIError, ValueError):
+    """A statistic was requested from no data (an empty stream or an empty accumulator)."""
