@@ -1,0 +1,421 @@
+r"""Diagonal linear scans: ``s_t = a * s_{t-1} + u_t`` over a sequence, three ways.
+
+Shapes: B batch, L length, N state size. ``u`` is ``(B, L, N)``, ``a`` is ``(N,)``, the optional
+initial state ``s0`` (the state before the first step, ``s_{-1}``) is ``(B, N)``. Every scan
+returns ``(s, s_last)``: all states ``s`` ``(B, L, N)`` and the final state ``s_last = s[:, -1]``
+``(B, N)`` (equal to ``s0``, or zeros, when ``L = 0``), so a long sequence can be processed in
+pieces by passing ``s_last`` as the next piece's ``s0``.
+
+- :func:`fft_scan` -- the scan as a causal convolution with the kernel ``a^k``, computed with an
+  FFT padded to a fast length ``>= 2L``; ``O(L log L)``.
+- :func:`chunked_scan` -- the exact blocked form: inside each chunk of ``T`` steps a small matmul
+  with the decay matrix ``a^(t-j)``, between chunks the carried state (itself a scan over the
+  chunk ends, done recursively); ``O(L T)``.
+- :func:`recurrent_scan` -- the step-by-step loop: the reference, and the decoding path.
+
+Numerics policy
+---------------
+- The scan is computed in float32 or better whatever the caller's autocast state: autocast is
+  switched off inside, float16/bfloat16 inputs are upcast to float32 (complex to complex64), and
+  float64 is kept when ``u``, ``a`` or ``s0`` is float64/complex128.
+- The powers ``a^k`` are always formed in float64 (complex128) and then rounded once to the
+  compute dtype, so the kernel itself carries no error that grows with ``k``.
+- The result is cast back to the precision of ``u``: real ``u`` with real ``a`` gives ``u.dtype``;
+  a complex result (complex ``u`` or ``a``) gives the complex dtype of ``u``'s precision
+  (complex64 for float16/bfloat16/float32 inputs, complex128 for float64).
+- Accuracy near ``|a| -> 1``: both parallel scans are exact algorithms, so their error is rounding
+  error only. Measured against a float64 reference (``tests/adapters/test_scan.py``,
+  ``benchmarks/bench_scan.py``), the float32 error relative to ``max |s|`` stays at a few 1e-7
+  for ``L <= 16384`` and ``|a| <= 0.999`` (bound: grows like ``eps * sqrt(log L)`` times the
+  ratio ``||u|| ||K|| / max |s|``, which grows with the memory length ``1/(1 - |a|)`` for
+  adversarial inputs). The float32 *recurrent* loop accumulates rounding error like
+  ``eps / (1 - |a|)``, so compare all three against a float64 reference, not against each other.
+  For ``|a|`` within ``1e-4`` of 1 use float64 if the error relative to ``max |s|`` must stay
+  below 1e-5.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from adapters.exceptions import (
+    AdapterConfigError,
+    AdapterDtypeError,
+    AdapterShapeError,
+    AdapterStabilityError,
+)
+
+__all__ = ["chunked_scan", "fft_scan", "recurrent_scan"]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+# --------------------------------------------------------------------------- validation / dtypes
+
+
+def _check_float(name: str, x: torch.Tensor) -> None:
+    if x.dtype == torch.bool or not (x.is_floating_point() or x.is_complex()):
+        raise AdapterDtypeError(
+            f"`{name}` must be a floating-point or complex tensor; got dtype {x.dtype}"
+        )
+
+
+def _validate(u, a, s0):
+    """Check shapes, dtypes and stability; return ``a`` as a tensor on ``u``'s device."""
+    if not isinstance(u, torch.Tensor):
+        raise AdapterDtypeError(f"`u` must be a torch.Tensor; got {type(u).__name__}")
+    _check_float("u", u)
+    if u.dim() != 3:
+        raise AdapterShapeError(
+            f"`u` must be 3-D (B, L, N); got {u.dim()}-D tensor of shape {tuple(u.shape)}"
+        )
+    a = torch.as_tensor(a, device=u.device)
+    _check_float("a", a)
+    if a.dim() != 1 or a.shape[0] != u.shape[2]:
+        raise AdapterShapeError(
+            f"`a` must have shape (N,) with N = u.shape[2] = {u.shape[2]}; got {tuple(a.shape)}"
+        )
+    if a.numel():
+        radius = float(a.detach().abs().max())
+        if not radius < 1.0:  # also catches NaN
+            raise AdapterStabilityError(
+                f"`a` must satisfy |a| < 1 (stable diagonal scan); got max |a| = {radius:.6g}"
+            )
+    if s0 is not None:
+        if not isinstance(s0, torch.Tensor):
+            raise AdapterDtypeError(f"`s0` must be a torch.Tensor; got {type(s0).__name__}")
+        _check_float("s0", s0)
+        if s0.shape != (u.shape[0], u.shape[2]):
+            raise AdapterShapeError(
+                f"`s0` must have shape (B, N) = {(u.shape[0], u.shape[2])}; "
+                f"got {tuple(s0.shape)}"
+            )
+    return a
+
+
+def _dtypes(u, a, s0):
+    """Return (compute dtype, output dtype) following the module's numerics policy."""
+    tensors = [u, a] if s0 is None else [u, a, s0]
+    is_complex = any(t.is_complex() for t in tensors)
+    wide = any(t.dtype in (torch.float64, torch.complex128) for t in tensors)
+    if is_complex:
+        compute = torch.complex128 if wide else torch.complex64
+        out = torch.complex128 if u.dtype in (torch.float64, torch.complex128) else torch.complex64
+    else:
+        compute = torch.float64 if wide else torch.float32
+        out = u.dtype
+    return compute, out
+
+
+def _powers(a: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """Powers ``a^0, ..., a^(n-1)`` as an ``(n, N)`` tensor, formed in float64/complex128.
+
+    Built by doubling (``P[m:2m] = P[:m] * a^m``): exact products, so the relative error is
+    ``O(log2(n) eps64)`` with no ``k * eps`` growth, and the values (and gradients) are exact
+    polynomials in ``a``, also at ``a = 0``. Rounded once to `dtype`.
+    """
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    a = a.to(wide)  # (N,)
+    P = torch.ones((1, a.shape[0]), dtype=wide, device=a.device)  # (1, N)
+    am = a.unsqueeze(0)  # (1, N), a^m for the current block length m
+    while P.shape[0] < n:
+        P = torch.cat([P, P * am], dim=0)  # (2m, N)
+        am = am * am
+    return P[:n].to(dtype)
+
+
+def _empty(u, s0, out):
+    s = u.new_zeros(u.shape, dtype=out)  # (B, 0, N)
+    last = s0 if s0 is not None else u.new_zeros((u.shape[0], u.shape[2]))  # (B, N)
+    return s, last.to(out)
+
+
+class _ParallelScan(torch.autograd.Function):
+    """Autograd for a parallel scan ``core``: the backward pass is the same scan run
+    backwards in time with ``conj(a)`` (the adjoint recursion), so it is as fast as the
+    forward pass and needs no graph through the FFT or the chunk matmuls."""
+
+    @staticmethod
+    def forward(ctx, u, a, s0, core):
+        with torch.no_grad():
+            s = core(u, a, s0)  # (B, L, N)
+        ctx.core = core
+        ctx.has_s0 = s0 is not None
+        ctx.save_for_backward(a, s0 if s0 is not None else a.new_zeros(0), s)
+        return s
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        a, s0, s = ctx.saved_tensors
+        need_u, need_a, need_s0 = ctx.needs_input_grad[:3]
+        grad_u = grad_a = grad_s0 = None
+        if not (need_u or need_a or need_s0):
+            return None, None, None, None
+        ac = a.conj()
+        # adjoint: lam_t = g_t + conj(a) lam_{t+1}, a scan over the reversed sequence
+        lam = ctx.core(g.flip(1), ac, None).flip(1)  # (B, L, N)
+        if need_u:
+            grad_u = lam
+        if need_a:
+            first = s0.unsqueeze(1) if ctx.has_s0 else torch.zeros_like(s[:, :1])  # (B, 1, N)
+            s_prev = torch.cat([first, s[:, :-1]], dim=1)  # (B, L, N), s_{t-1}
+            grad_a = (lam * s_prev.conj()).sum(dim=(0, 1))  # (N,)
+        if need_s0 and ctx.has_s0:
+            grad_s0 = lam[:, 0] * ac  # (B, N)
+        return grad_u, grad_a, grad_s0, None
+
+
+def _run(u, a, s0, core):
+    """Validate, cast to the compute dtype, run ``core`` with autocast off, cast back."""
+    a = _validate(u, a, s0)
+    compute, out = _dtypes(u, a, s0)
+    s0_c = None if s0 is None else s0.to(compute)
+    if u.shape[1] == 0:
+        return _empty(u, s0_c, out)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        s = _ParallelScan.apply(u.to(compute), a.to(compute), s0_c, core)  # (B, L, N)
+    s = s.to(out)
+    return s, s[:, -1]
+
+
+def _fast_len(n: int) -> int:
+    """Smallest even 5-smooth integer ``>= n`` (a fast FFT length on CPU and CUDA)."""
+    best = 2 * n + 2
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35 * 2  # even
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+# --------------------------------------------------------------------------- FFT scan
+
+
+def _fft_core(u, a, s0):
+    """FFT scan on validated compute-dtype tensors (no autograd)."""
+    L = u.shape[1]
+    n = _fast_len(2 * L)
+    P = _powers(a, L + 1, u.dtype)  # (L + 1, N), P[k] = a^k
+    if u.is_complex():
+        S = torch.fft.fft(u, n=n, dim=1) * torch.fft.fft(P[:L], n=n, dim=0)  # (B, n, N)
+        s = torch.fft.ifft(S, n=n, dim=1)[:, :L]  # (B, L, N)
+    else:
+        S = torch.fft.rfft(u, n=n, dim=1) * torch.fft.rfft(P[:L], n=n, dim=0)  # (B, n//2+1, N)
+        s = torch.fft.irfft(S, n=n, dim=1)[:, :L]  # (B, L, N)
+    if s0 is not None:
+        s = s + P[1:] * s0.unsqueeze(1)  # a^(t+1) s0
+    return s
+
+
+def fft_scan(u, a, s0=None):
+    r"""Diagonal scan ``s_t = a * s_{t-1} + u_t`` as a causal FFT convolution.
+
+    Parameters
+    ----------
+    u : torch.Tensor, shape (B, L, N)
+        Inputs, real or complex floating point.
+    a : torch.Tensor, shape (N,)
+        Diagonal of the state matrix, real or complex, ``|a| < 1``.
+    s0 : torch.Tensor, shape (B, N), optional
+        State before the first step (``s_{-1}``); zeros by default.
+
+    Returns
+    -------
+    s : torch.Tensor, shape (B, L, N)
+        All states, in the precision of `u` (complex when `u` or `a` is complex).
+    s_last : torch.Tensor, shape (B, N)
+        The final state ``s[:, -1]``, to be passed as `s0` of the next piece.
+
+    Raises
+    ------
+    AdapterShapeError
+        `u` not 3-D, `a` not of shape (N,), `s0` not of shape (B, N).
+    AdapterDtypeError
+        Integer or boolean tensors.
+    AdapterStabilityError
+        ``max |a| >= 1`` (or NaN).
+
+    Notes
+    -----
+    With the kernel :math:`K_k = a^k`,
+
+    .. math::
+
+        s_t = \sum_{k=0}^{t} a^k u_{t-k} + a^{t+1} s_{-1},
+
+    a causal convolution evaluated with real FFTs (complex FFTs when anything is complex) of a
+    fast length :math:`n \ge 2L`, so there is no circular wrap-around. Computed in float32 or
+    better even under autocast; see the module's numerics policy. Cost :math:`O(B N L \log L)`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from adapters.scan import fft_scan, recurrent_scan
+    >>> u = torch.randn(2, 100, 4, dtype=torch.float64)
+    >>> a = torch.tensor([0.5, -0.9, 0.99, 0.0], dtype=torch.float64)
+    >>> s, last = fft_scan(u, a)
+    >>> bool((s - recurrent_scan(u, a)[0]).abs().max() < 1e-12)
+    True
+    """
+    return _run(u, a, s0, _fft_core)
+
+
+# --------------------------------------------------------------------------- chunked scan
+
+
+def _chunked_core(u, a, s0, T):
+    """Blocked scan on validated compute-dtype tensors (no autograd; recursive over chunk ends)."""
+    Bsz, L, N = u.shape
+    T = max(1, min(T, L))
+    nc = -(-L // T)  # number of chunks
+    pad = nc * T - L
+    if pad:
+        u = torch.nn.functional.pad(u, (0, 0, 0, pad))  # (B, nc*T, N)
+    wide = torch.complex128 if u.is_complex() else torch.float64
+    Pw = _powers(a, T + 1, wide)  # (T + 1, N), a^k in float64/complex128
+    P = Pw.to(u.dtype)
+    idx = torch.arange(T, device=u.device)
+    diff = idx[:, None] - idx[None, :]  # (T, T), t - j
+    M = P[diff.clamp(min=0)] * (diff >= 0).unsqueeze(-1)  # (T, T, N), a^(t-j), causal
+    x = u.reshape(Bsz * nc, T, N).permute(2, 1, 0)  # (N, T, B*nc)
+    local = torch.bmm(M.permute(2, 0, 1), x)  # (N, T, B*nc), zero-state chunk scans
+    local = local.permute(2, 1, 0).reshape(Bsz, nc, T, N)  # (B, nc, T, N)
+    if nc == 1:
+        prev = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+    else:
+        ends = local[:, :-1, -1, :]  # (B, nc-1, N), chunk-end states from zero
+        S = _chunked_core(ends, Pw[T], s0, T)  # (B, nc-1, N), true chunk-end states (decay a^T)
+        first = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        prev = torch.cat([first, S], dim=1)  # (B, nc, N), state before each chunk
+    s = local if prev is None else local + P[1:] * prev.unsqueeze(2)  # (B, nc, T, N)
+    return s.reshape(Bsz, nc * T, N)[:, :L]  # (B, L, N)
+
+
+def chunked_scan(u, a, s0=None, chunk=64):
+    r"""Diagonal scan ``s_t = a * s_{t-1} + u_t`` in exact blocked (chunked) form.
+
+    Parameters
+    ----------
+    u : torch.Tensor, shape (B, L, N)
+        Inputs, real or complex floating point.
+    a : torch.Tensor, shape (N,)
+        Diagonal of the state matrix, real or complex, ``|a| < 1``.
+    s0 : torch.Tensor, shape (B, N), optional
+        State before the first step (``s_{-1}``); zeros by default.
+    chunk : int, optional
+        Chunk length ``T`` (default 64); clipped to ``L``.
+
+    Returns
+    -------
+    s : torch.Tensor, shape (B, L, N)
+        All states, in the precision of `u` (complex when `u` or `a` is complex).
+    s_last : torch.Tensor, shape (B, N)
+        The final state ``s[:, -1]``.
+
+    Raises
+    ------
+    AdapterShapeError, AdapterDtypeError, AdapterStabilityError
+        As :func:`fft_scan`; also :class:`~adapters.exceptions.AdapterConfigError` for a
+        non-positive `chunk`.
+
+    Notes
+    -----
+    Split the sequence into chunks ``c`` of ``T`` steps. Inside a chunk, with the decay matrix
+    :math:`M_{tj} = a^{t-j}` for :math:`j \le t` (zero otherwise),
+
+    .. math::
+
+        s_{cT+t} = \sum_{j \le t} a^{t-j} u_{cT+j} + a^{t+1} S_{c-1},
+
+    where :math:`S_{c-1}` is the state at the end of the previous chunk. The chunk-end states
+    obey the same recursion with decay :math:`a^T`, :math:`S_c = a^T S_{c-1} + e_c` (``e_c`` the
+    chunk's zero-state end), which is solved by calling this scan recursively, so the work is
+    :math:`O(B L T N)` matmul work and no Python loop over time.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from adapters.scan import chunked_scan, recurrent_scan
+    >>> u = torch.randn(2, 300, 3, dtype=torch.complex128)
+    >>> a = torch.tensor([0.9j, -0.5 + 0.1j, 0.99], dtype=torch.complex128)
+    >>> s, last = chunked_scan(u, a, chunk=16)
+    >>> bool((s - recurrent_scan(u, a)[0]).abs().max() < 1e-12)
+    True
+    """
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise AdapterConfigError(f"`chunk` must be a positive int; got {chunk!r}")
+    return _run(u, a, s0, functools.partial(_chunked_core, T=chunk))
+
+
+# --------------------------------------------------------------------------- recurrent scan
+
+
+def _recurrent_scan(u, a, s0):
+    Bsz, L, N = u.shape
+    s = torch.zeros((Bsz, N), dtype=u.dtype, device=u.device) if s0 is None else s0
+    states = []
+    for t in range(L):
+        s = a * s + u[:, t]  # (B, N)
+        states.append(s)
+    return torch.stack(states, dim=1), s
+
+
+def recurrent_scan(u, a, s0=None):
+    r"""Diagonal scan ``s_t = a * s_{t-1} + u_t`` as a step-by-step loop.
+
+    The slow reference for the parallel scans and the path used for one-token decoding
+    (``L = 1``). Same numerics policy as :func:`fft_scan`.
+
+    Parameters
+    ----------
+    u : torch.Tensor, shape (B, L, N)
+        Inputs, real or complex floating point.
+    a : torch.Tensor, shape (N,)
+        Diagonal of the state matrix, real or complex, ``|a| < 1``.
+    s0 : torch.Tensor, shape (B, N), optional
+        State before the first step (``s_{-1}``); zeros by default.
+
+    Returns
+    -------
+    s : torch.Tensor, shape (B, L, N)
+        All states.
+    s_last : torch.Tensor, shape (B, N)
+        The final state (``s0`` or zeros when ``L = 0``).
+
+    Raises
+    ------
+    AdapterShapeError, AdapterDtypeError, AdapterStabilityError
+        As :func:`fft_scan`.
+
+    Notes
+    -----
+    :math:`s_t = a \odot s_{t-1} + u_t` for :math:`t = 0, \dots, L-1`, one elementwise update
+    per step: :math:`O(B L N)` work but :math:`L` sequential kernel launches. In float32 its
+    rounding error accumulates like :math:`\epsilon / (1 - |a|)`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from adapters.scan import recurrent_scan
+    >>> u = torch.ones(1, 3, 1)
+    >>> s, last = recurrent_scan(u, torch.tensor([0.5]))
+    >>> s.flatten().tolist(), last.flatten().tolist()
+    ([1.0, 1.5, 1.75], [1.75])
+    """
+    a = _validate(u, a, s0)
+    compute, out = _dtypes(u, a, s0)
+    s0_c = None if s0 is None else s0.to(compute)
+    if u.shape[1] == 0:
+        return _empty(u, s0_c, out)
+    with torch.autocast(device_type=u.device.type, enabled=False):
+        s, s_last = _recurrent_scan(u.to(compute), a.to(compute), s0_c)
+    return s.to(out), s_last.to(out)
