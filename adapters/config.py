@@ -1,0 +1,243 @@
+"""Configuration of the HRM adapters: one frozen dataclass, validated, JSON round-trip.
+
+:class:`HRMConfig` says where the adapters go (``target_modules``, ``layers_to_skip``), which
+stream drives them (``reads``) and how each diagonal SSM is built (``d_state``, ``mode``,
+``dt_min``, ``dt_max``, ``scan``, ``init``, ``gate_init``). It is the file
+``adapter_config.json`` written by :func:`adapters.save_adapter`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.exceptions import AdapterConfigError
+
+__all__ = ["HRMConfig", "ADAPTER_TYPE", "FORMAT_VERSION"]
+
+#: Identifies an HRM adapter config in JSON (the ``adapter_type`` key).
+ADAPTER_TYPE = "HRM"
+#: Version of the on-disk format (config JSON + safetensors layout).
+FORMAT_VERSION = 1
+
+_MODES = ("real", "complex")
+_SCANS = ("auto", "fft", "chunked")
+_READS = ("mlp_input", "mlp_output")
+_INITS = ("s4d",)
+_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class HRMConfig:
+    """Where to put the gated SSM adapters and how to build them.
+
+    Parameters
+    ----------
+    d_state : int, default 32
+        State size N of each diagonal SSM (per-layer sizes of a reduced model live in the
+        saved checkpoint, not here).
+    target_modules : str or sequence of str or None, default None
+        Which modules get an adapter. ``None`` finds the ``mlp`` of every decoder block
+        (any module named ``mlp`` whose parent sits in an ``nn.ModuleList``). A string is a
+        regular expression that must match the whole dotted module name
+        (``re.fullmatch``); a list matches names exactly or as a dotted suffix
+        (``"mlp"`` matches ``"model.layers.0.mlp"`` but not ``"model.layers.0.gate_mlp"``).
+    gate_init : float, default 0.0
+        Initial value of each scalar gate. ``0.0`` makes the adapted model equal the base
+        model exactly at initialisation.
+    dt_min, dt_max : float, default 1e-3, 1e-1
+        Range of the log-uniform initial step sizes, ``0 < dt_min <= dt_max``.
+    mode : {"real", "complex"}, default "real"
+        Real diagonal state matrix (S4D-real) or complex modes.
+    scan : {"auto", "fft", "chunked"}, default "auto"
+        Parallel scan used for sequences (prefill, training).
+    reads : {"mlp_input", "mlp_output"}, default "mlp_input"
+        Stream that drives the SSM: the MLP's (normalised) input, as in the published
+        experiments, or the MLP's output, as in the paper's equation.
+    layers_to_skip : sequence of int, default ()
+        Block indices that get no adapter. A module's block index is the last purely numeric
+        component of its dotted name (``"transformer.h.3.mlp"`` -> 3); negative indices count
+        from the end of the matched blocks.
+    init : {"s4d"}, default "s4d"
+        Initialisation of the continuous state matrix.
+    dtype : {"float32", "float64"}, default "float32"
+        Parameter dtype of the adapters, independent of the (possibly bf16) base model; the
+        branch output is cast back to the MLP output dtype.
+    d_model : int or None, default None
+        Width H of the stream the adapters read. ``None`` infers it from
+        ``model.config.hidden_size`` or, for plain modules, from the matched module's first
+        (``mlp_input``) or last (``mlp_output``) linear layer.
+
+    Raises
+    ------
+    AdapterConfigError
+        A field has an invalid value; the message names the field and the value.
+
+    Examples
+    --------
+    >>> cfg = HRMConfig(d_state=16, target_modules=["mlp"], layers_to_skip=(0,))
+    >>> HRMConfig.from_json(cfg.to_json()) == cfg
+    True
+    """
+
+    d_state: int = 32
+    target_modules: str | tuple[str, ...] | None = None
+    gate_init: float = 0.0
+    dt_min: float = 1e-3
+    dt_max: float = 1e-1
+    mode: str = "real"
+    scan: str = "auto"
+    reads: str = "mlp_input"
+    layers_to_skip: tuple[int, ...] = field(default_factory=tuple)
+    init: str = "s4d"
+    dtype: str = "float32"
+    d_model: int | None = None
+
+    def __post_init__(self) -> None:
+        # Normalise sequences to tuples so the config is hashable and JSON round-trips.
+        if isinstance(self.target_modules, (list, tuple)):
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        if isinstance(self.layers_to_skip, (list, tuple)):
+            object.__setattr__(self, "layers_to_skip", tuple(self.layers_to_skip))
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field; raise :class:`AdapterConfigError` naming the first bad one."""
+        if isinstance(self.d_state, bool) or not isinstance(self.d_state, int) or self.d_state < 1:
+            raise AdapterConfigError(f"`d_state` must be a positive int; got {self.d_state!r}")
+        dm = self.d_model
+        if dm is not None and (isinstance(dm, bool) or not isinstance(dm, int) or dm < 1):
+            raise AdapterConfigError(f"`d_model` must be None or a positive int; got {dm!r}")
+        tm = self.target_modules
+        if tm is not None:
+            if isinstance(tm, str):
+                _check_regex(tm)
+            elif isinstance(tm, tuple):
+                if not tm:
+                    raise AdapterConfigError(
+                        "`target_modules` must be None, a regex string or a non-empty list of "
+                        "names; got an empty list"
+                    )
+                bad = [t for t in tm if not isinstance(t, str) or not t or t != t.strip(".")]
+                if bad:
+                    raise AdapterConfigError(
+                        "`target_modules` entries must be non-empty dotted names without "
+                        f"leading/trailing dots; got {bad!r}"
+                    )
+            else:
+                raise AdapterConfigError(
+                    "`target_modules` must be None, a regex string or a list of names; "
+                    f"got {type(tm).__name__} {tm!r}"
+                )
+        for name in ("gate_init", "dt_min", "dt_max"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise AdapterConfigError(f"`{name}` must be a real number; got {value!r}")
+            if not math.isfinite(value):
+                raise AdapterConfigError(f"`{name}` must be finite; got {value!r}")
+        if not 0.0 < self.dt_min <= self.dt_max:
+            raise AdapterConfigError(
+                f"`dt_min` and `dt_max` must satisfy 0 < dt_min <= dt_max; got "
+                f"dt_min={self.dt_min!r}, dt_max={self.dt_max!r}"
+            )
+        for name, allowed in (
+            ("mode", _MODES),
+            ("scan", _SCANS),
+            ("reads", _READS),
+            ("init", _INITS),
+            ("dtype", _DTYPES),
+        ):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise AdapterConfigError(f"`{name}` must be one of {allowed}; got {value!r}")
+        if not isinstance(self.layers_to_skip, tuple) or any(
+            isinstance(i, bool) or not isinstance(i, int) for i in self.layers_to_skip
+        ):
+            raise AdapterConfigError(
+                f"`layers_to_skip` must be a list of ints; got {self.layers_to_skip!r}"
+            )
+        if len(set(self.layers_to_skip)) != len(self.layers_to_skip):
+            raise AdapterConfigError(
+                f"`layers_to_skip` has duplicate entries; got {self.layers_to_skip!r}"
+            )
+
+    def ssm_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`adapters.ssm.DiagonalSSM` (besides the sizes)."""
+        return {
+            "mode": self.mode,
+            "dt_min": float(self.dt_min),
+            "dt_max": float(self.dt_max),
+            "scan": self.scan,
+            "init": self.init,
+        }
+
+    def replace(self, **changes: Any) -> HRMConfig:
+        """Return a copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: every field plus ``adapter_type`` and ``format_version``."""
+        out: dict[str, Any] = {"adapter_type": ADAPTER_TYPE, "format_version": FORMAT_VERSION}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HRMConfig:
+        """Inverse of :meth:`to_dict`; unknown keys or a foreign ``adapter_type`` raise.
+
+        Parameters
+        ----------
+        data : dict
+            As written by :meth:`to_dict`; ``adapter_type`` and ``format_version`` optional.
+
+        Raises
+        ------
+        AdapterConfigError
+            Not a dict, unknown keys, another adapter type, a newer format, or a bad field.
+        """
+        if not isinstance(data, dict):
+            raise AdapterConfigError(f"config data must be a dict; got {type(data).__name__}")
+        data = dict(data)
+        kind = data.pop("adapter_type", ADAPTER_TYPE)
+        if kind != ADAPTER_TYPE:
+            raise AdapterConfigError(f"`adapter_type` must be {ADAPTER_TYPE!r}; got {kind!r}")
+        version = data.pop("format_version", FORMAT_VERSION)
+        if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+            raise AdapterConfigError(
+                f"`format_version` must be an int in [1, {FORMAT_VERSION}]; got {version!r}"
+            )
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise AdapterConfigError(
+                f"unknown HRMConfig keys {unknown}; known keys {sorted(known)}"
+            )
+        return cls(**data)
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """Serialise to a JSON string (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> HRMConfig:
+        """Parse :meth:`to_json` output; malformed JSON raises :class:`AdapterConfigError`."""
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise AdapterConfigError(f"config JSON could not be parsed: {exc}") from exc
+        return cls.from_dict(data)
+
+
+def _check_regex(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise AdapterConfigError(
+            f"`target_modules` string must be a valid regular expression; got {pattern!r} ({exc})"
+        ) from exc
