@@ -59,6 +59,7 @@ __all__ = [
     "dfa_batches",
     "dfa_task",
     "encode",
+    "format_batches",
     "lm_batches",
     "lm_eval_batches",
     "parity_batches",
@@ -83,7 +84,7 @@ _FOLD = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'
                        "\u2013": "-", "\u2014": "-", "\u2026": "..."})
 
 # Stream codes: (task, split) pairs give independent random streams for the same seed.
-_DFA, _PARITY, _LM = 1, 2, 3
+_DFA, _PARITY, _LM, _FORMAT = 1, 2, 3, 4
 _FIXED, _STREAM = 0, 1
 
 
@@ -373,6 +374,64 @@ def parity_batches(
     rng = _rng(seed, _PARITY, _STREAM)
     while True:
         yield _parity_sample(rng, batch_size, length, mode)
+
+
+def format_batches(
+    batch_size: int, *, seq_len: int, seed: int, max_states: int = 8, max_length: int = 64
+) -> Iterator[Batch]:
+    """An endless stream of packed DFA/parity-format sequences with every answer unsupervised.
+
+    Meant for pretraining a backbone so that it has seen the task tokens and layouts
+    without ever being taught a task: each row concatenates random samples (DFA with
+    ``k`` uniform in ``[2, max_states]``, or final-mode parity, each with a length uniform in
+    ``[1, max_length]``) laid out as in :func:`dfa_task` / :func:`parity_task`, cut to
+    ``seq_len``. Every token is a next-token target except the answers, whose labels are
+    -100; so table entries, bits and separators are modelled, but the map from prompt to
+    answer is not.
+
+    Parameters
+    ----------
+    batch_size : int
+    seq_len : int
+        Length of each packed row.
+    seed : int
+    max_states : int
+        Largest DFA state count, ``2 <= max_states <= MAX_STATES``.
+    max_length : int
+        Largest number of input symbols per sample.
+
+    Yields
+    ------
+    batch : Batch
+        ``input_ids``, ``labels`` of shape ``(batch_size, seq_len)``.
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    seq_len = _check_positive("seq_len", seq_len, 2)
+    max_states, _ = _check_dfa(max_states, 1)
+    max_length = _check_positive("max_length", max_length)
+    rng = _rng(seed, _FORMAT, _STREAM)
+    while True:
+        rows_ids, rows_labels = [], []
+        for _ in range(batch_size):
+            ids: list[torch.Tensor] = []
+            labels: list[torch.Tensor] = []
+            filled = 0
+            while filled < seq_len:
+                length = int(rng.integers(1, max_length + 1))
+                if rng.random() < 0.5:
+                    k = int(rng.integers(2, max_states + 1))
+                    sample = _dfa_sample(rng, 1, k, length)
+                else:
+                    sample = _parity_sample(rng, 1, length, "final")
+                ids.append(sample.input_ids[0])
+                # the sample's own label marks its answer; the rest are LM targets
+                lab = sample.input_ids[0].clone()
+                lab[sample.labels[0] != IGNORE_INDEX] = IGNORE_INDEX
+                labels.append(lab)
+                filled += sample.input_ids.shape[1]
+            rows_ids.append(torch.cat(ids)[:seq_len])
+            rows_labels.append(torch.cat(labels)[:seq_len])
+        yield Batch(torch.stack(rows_ids), torch.stack(rows_labels))
 
 
 def task_baselines(batch: Batch, n_classes: int) -> Baselines:
