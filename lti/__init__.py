@@ -6,7 +6,9 @@ Pure numpy/scipy (slycot optional); never imports torch.
 
 from __future__ import annotations
 
+from lti.empirical import EmpiricalGramians, empirical_gramians
 from lti.exceptions import (
+    EmptyDataError,
     InvalidArgumentError,
     LTIError,
     MissingDependencyError,
@@ -22,6 +24,8 @@ from lti.system import DiscreteLTI, discretize_zoh
 
 __all__ = [
     "DiscreteLTI",
+    "EmpiricalGramians",
+    "EmptyDataError",
     "InvalidArgumentError",
     "LTIError",
     "MissingDependencyError",
@@ -31,5 +35,6 @@ __all__ = [
     "SolverError",
     "UnstableSystemError",
     "discretize_zoh",
+    "empirical_gramians",
 ]
 __version__ = "0.1.0"
