@@ -14,5 +14,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 # --- public API (each module adds its own names below) ---
+from adapters.ssm import DiagonalSSM, HRMAdapter
 
-__all__: list[str] = []
+__all__: list[str] = ["DiagonalSSM", "HRMAdapter"]
