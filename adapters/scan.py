@@ -210,12 +210,13 @@ def _fft_core(u, a, s0):
     L = u.shape[1]
     n = _fast_len(2 * L)
     P = _powers(a, L + 1, u.dtype)  # (L + 1, N), P[k] = a^k
+    x, K = u.transpose(1, 2), P[:L].T  # (B, N, L), (N, L): transform the time axis last
     if u.is_complex():
-        S = torch.fft.fft(u, n=n, dim=1) * torch.fft.fft(P[:L], n=n, dim=0)  # (B, n, N)
-        s = torch.fft.ifft(S, n=n, dim=1)[:, :L]  # (B, L, N)
+        S = torch.fft.fft(x, n=n) * torch.fft.fft(K, n=n)  # (B, N, n)
+        s = torch.fft.ifft(S, n=n)[..., :L].transpose(1, 2)  # (B, L, N)
     else:
-        S = torch.fft.rfft(u, n=n, dim=1) * torch.fft.rfft(P[:L], n=n, dim=0)  # (B, n//2+1, N)
-        s = torch.fft.irfft(S, n=n, dim=1)[:, :L]  # (B, L, N)
+        S = torch.fft.rfft(x, n=n) * torch.fft.rfft(K, n=n)  # (B, N, n // 2 + 1)
+        s = torch.fft.irfft(S, n=n)[..., :L].transpose(1, 2)  # (B, L, N)
     if s0 is not None:
         s = s + P[1:] * s0.unsqueeze(1)  # a^(t+1) s0
     return s
@@ -291,9 +292,10 @@ def _chunked_core(u, a, s0, T):
     idx = torch.arange(T, device=u.device)
     diff = idx[:, None] - idx[None, :]  # (T, T), t - j
     M = P[diff.clamp(min=0)] * (diff >= 0).unsqueeze(-1)  # (T, T, N), a^(t-j), causal
-    x = u.reshape(Bsz * nc, T, N).permute(2, 1, 0)  # (N, T, B*nc)
-    local = torch.bmm(M.permute(2, 0, 1), x)  # (N, T, B*nc), zero-state chunk scans
-    local = local.permute(2, 1, 0).reshape(Bsz, nc, T, N)  # (B, nc, T, N)
+    x = u.reshape(Bsz * nc, T, N).permute(2, 0, 1).contiguous()  # (N, B*nc, T)
+    Mt = M.permute(2, 1, 0).contiguous()  # (N, T_j, T_t), M transposed per mode
+    local = torch.bmm(x, Mt)  # (N, B*nc, T), zero-state chunk scans
+    local = local.permute(1, 2, 0).reshape(Bsz, nc, T, N)  # (B, nc, T, N), contiguous copy
     if nc == 1:
         prev = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
     else:
