@@ -19,6 +19,14 @@ from lti.exceptions import (
     UnstableSystemError,
 )
 
+from lti.lyapunov import (
+    SchurForm,
+    lyapunov_factor,
+    psd_factor,
+    real_schur,
+    solve_discrete_lyapunov,
+)
+
 # --- public API (each module adds its own import block below) ---
 from lti.system import DiscreteLTI, discretize_zoh
 
@@ -31,10 +39,15 @@ __all__ = [
     "MissingDependencyError",
     "NonFiniteError",
     "NotSymmetricError",
+    "SchurForm",
     "ShapeError",
     "SolverError",
     "UnstableSystemError",
     "discretize_zoh",
     "empirical_gramians",
+    "lyapunov_factor",
+    "psd_factor",
+    "real_schur",
+    "solve_discrete_lyapunov",
 ]
 __version__ = "0.1.0"
