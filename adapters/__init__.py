@@ -14,6 +14,26 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 # --- public API (each module adds its own names below) ---
+from adapters.config import HRMConfig
+from adapters.inject import (
+    find_adapters,
+    inject,
+    print_trainable_parameters,
+    remove,
+    unload,
+)
+from adapters.io import load_adapter, save_adapter
 from adapters.ssm import DiagonalSSM, HRMAdapter
 
-__all__: list[str] = ["DiagonalSSM", "HRMAdapter"]
+__all__: list[str] = [
+    "DiagonalSSM",
+    "HRMAdapter",
+    "HRMConfig",
+    "find_adapters",
+    "inject",
+    "load_adapter",
+    "print_trainable_parameters",
+    "remove",
+    "save_adapter",
+    "unload",
+]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.exceptions import AdapterConfigError
+from adapters.ssm import DT_MAX, DT_MIN
 
 __all__ = ["HRMConfig", "ADAPTER_TYPE", "FORMAT_VERSION"]
 
@@ -50,7 +51,8 @@ class HRMConfig:
         Initial value of each scalar gate. ``0.0`` makes the adapted model equal the base
         model exactly at initialisation.
     dt_min, dt_max : float, default 1e-3, 1e-1
-        Range of the log-uniform initial step sizes, ``0 < dt_min <= dt_max``.
+        Range of the log-uniform initial step sizes,
+        ``1e-4 <= dt_min <= dt_max <= 0.1`` (the clamp of the SSM's step).
     mode : {"real", "complex"}, default "real"
         Real diagonal state matrix (S4D-real) or complex modes.
     scan : {"auto", "fft", "chunked"}, default "auto"
@@ -139,10 +141,10 @@ class HRMConfig:
                 raise AdapterConfigError(f"`{name}` must be a real number; got {value!r}")
             if not math.isfinite(value):
                 raise AdapterConfigError(f"`{name}` must be finite; got {value!r}")
-        if not 0.0 < self.dt_min <= self.dt_max:
+        if not DT_MIN <= self.dt_min <= self.dt_max <= DT_MAX:
             raise AdapterConfigError(
-                f"`dt_min` and `dt_max` must satisfy 0 < dt_min <= dt_max; got "
-                f"dt_min={self.dt_min!r}, dt_max={self.dt_max!r}"
+                f"`dt_min` and `dt_max` must satisfy {DT_MIN} <= dt_min <= dt_max <= {DT_MAX}; "
+                f"got dt_min={self.dt_min!r}, dt_max={self.dt_max!r}"
             )
         for name, allowed in (
             ("mode", _MODES),

@@ -51,6 +51,7 @@ def test_lists_become_tuples_and_hash():
         ({"gate_init": float("nan")}, "`gate_init`"),
         ({"gate_init": "0"}, "`gate_init`"),
         ({"dt_min": 0.0}, "dt_min"),
+        ({"dt_max": 0.5}, "dt_max=0.5"),
         ({"dt_min": 0.2, "dt_max": 0.1}, "dt_max=0.1"),
         ({"mode": "quaternion"}, "`mode`"),
         ({"scan": "loop"}, "`scan`"),

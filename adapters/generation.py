@@ -1,0 +1,308 @@
+"""Stateful adapters under KV-cached generation, without editing transformers.
+
+A diagonal SSM adapter carries memory across positions, so when a model decodes one token at
+a time with a KV cache, each adapter must carry its state ``s`` (B, N) from one call to the
+next — otherwise (the reference code's bug) every decode step restarts from ``s = 0`` and the
+cached logits drift away from the full-sequence forward.
+
+How it works. :func:`adapters.inject` gives the model an :class:`AdapterRuntime` that installs
+a forward pre-hook and a forward hook on the top-level model. The pre-hook reads the call's
+``cache`` (``past_key_values``) and ``attention_mask``:
+
+* no cache and ``use_cache`` false (training, plain forward): every sequence starts from the
+  zero state; nothing is stored;
+* an empty cache (or none, with ``use_cache`` true): a new sequence; the adapters run their
+  parallel scan and the final states are stored **on the cache object** the call returns;
+* a non-empty cache: a continuation; each adapter starts from the state stored on that cache
+  for exactly ``cache.get_seq_length()`` past tokens (one-token steps use ``adapter.step``).
+
+Padded positions (``attention_mask == 0``) feed a zero stream, so a left-padded row reaches its
+first real token with the zero state, as the unpadded row does. Storing states on the cache
+means they follow the cache: the cache's ``reorder_cache`` (beam search),
+``batch_select_indices`` and ``batch_repeat_interleave`` are extended to apply the same
+permutation to the states, and a ``crop`` (assisted decoding) back into the last continuation
+chunk of at most :data:`HISTORY_MAX_LEN` tokens restores the state recorded there. Nothing
+depends on ``cache_position``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from adapters.exceptions import AdapterError, AdapterShapeError
+
+__all__ = ["AdapterRuntime", "HISTORY_MAX_LEN", "get_adapter_states"]
+
+#: Continuation chunks up to this length are decoded step by step and their per-token states
+#: kept, so a cache cropped back into that chunk (assisted decoding) can resume exactly.
+HISTORY_MAX_LEN = 64
+
+_CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
+_STATES_ATTR = "_hrm_adapter_states"
+_WRAPPED_ATTR = "_hrm_adapter_wrapped"
+
+
+@dataclass
+class _StateRecord:
+    """Adapter states stored on a cache after ``seen`` tokens: name -> (B, N)."""
+
+    seen: int
+    states: dict[str, torch.Tensor]
+    chunk_start: int | None = None
+    start_states: dict[str, torch.Tensor] | None = None
+    history: dict[str, list[torch.Tensor]] | None = None  # states after each chunk token
+
+    def states_at(self, past: int) -> dict[str, torch.Tensor]:
+        if past == self.seen:
+            return self.states
+        if self.chunk_start is not None and self.chunk_start <= past < self.seen:
+            if past == self.chunk_start:
+                return self.start_states
+            return {k: v[past - self.chunk_start - 1] for k, v in self.history.items()}
+        known = (f"{self.seen}" if self.chunk_start is None
+                 else f"{self.chunk_start}..{self.seen}")
+        raise AdapterError(
+            f"the KV cache holds {past} tokens but the adapter states are known only after "
+            f"{known} tokens (a crop further back than the last continuation chunk, or a cache "
+            "advanced by a model without these adapters)"
+        )
+
+    def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.states = {k: fn(v) for k, v in self.states.items()}
+        if self.start_states is not None:
+            self.start_states = {k: fn(v) for k, v in self.start_states.items()}
+        if self.history is not None:
+            self.history = {k: [fn(s) for s in v] for k, v in self.history.items()}
+
+
+@dataclass
+class _Context:
+    """What one top-level model call tells its adapters."""
+
+    stateful: bool
+    past: int
+    mask: torch.Tensor | None  # (B, past + L) bool, True = real token
+    cache: Any
+    initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
+    length: int | None = None
+    keep_history: bool = False
+    new_states: dict[str, torch.Tensor] = field(default_factory=dict)
+    history: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+
+
+def get_adapter_states(cache: Any) -> dict[str, dict[str, torch.Tensor]]:
+    """States stored on a cache: ``{runtime id: {adapter name: (B, N) state}}`` (for inspection)."""
+    return {k: dict(r.states) for k, r in getattr(cache, _STATES_ATTR, {}).items()}
+
+
+def _seq_length(cache: Any) -> int:
+    if cache is None:
+        return 0
+    if not hasattr(cache, "get_seq_length"):
+        raise AdapterError(
+            f"stateful adapters need a transformers `Cache` (with get_seq_length); got "
+            f"{type(cache).__name__}"
+        )
+    return int(cache.get_seq_length())
+
+
+def _apply_to_states(cache: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    for record in getattr(cache, _STATES_ATTR, {}).values():
+        record.apply(fn)
+
+
+def _reorder_cache(self, beam_idx: torch.Tensor) -> None:
+    type(self).reorder_cache(self, beam_idx)
+    _apply_to_states(self, lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+
+def _batch_select_indices(self, indices: torch.Tensor) -> None:
+    type(self).batch_select_indices(self, indices)
+    _apply_to_states(self, lambda t: t[indices.to(t.device)])
+
+
+def _batch_repeat_interleave(self, repeats: int) -> None:
+    type(self).batch_repeat_interleave(self, repeats)
+    _apply_to_states(self, lambda t: t.repeat_interleave(repeats, dim=0))
+
+
+_BATCH_OPS = {
+    "reorder_cache": _reorder_cache,
+    "batch_select_indices": _batch_select_indices,
+    "batch_repeat_interleave": _batch_repeat_interleave,
+}
+
+
+def _store_on_cache(cache: Any, uid: str, record: _StateRecord) -> None:
+    if not getattr(cache, _WRAPPED_ATTR, False):
+        # Bound to this instance; deepcopy re-binds them to the copy (and copies the states).
+        for name, fn in _BATCH_OPS.items():
+            if callable(getattr(type(cache), name, None)):
+                setattr(cache, name, types.MethodType(fn, cache))
+        setattr(cache, _WRAPPED_ATTR, True)
+    records = getattr(cache, _STATES_ATTR, None)
+    if records is None:
+        records = {}
+        setattr(cache, _STATES_ATTR, records)
+    records[uid] = record
+
+
+def _output_cache(output: Any) -> Any:
+    if isinstance(output, dict) or hasattr(output, "keys"):  # ModelOutput is an OrderedDict
+        for key in _CACHE_KWARGS:
+            value = output.get(key) if hasattr(output, "get") else None
+            if value is not None:
+                return value
+        return None
+    if isinstance(output, tuple):
+        for item in output:
+            if hasattr(item, "get_seq_length") and hasattr(item, "reorder_cache"):
+                return item
+    return None
+
+
+class AdapterRuntime:
+    """Per-model glue between a model call and its adapters (created by :func:`inject`).
+
+    Parameters
+    ----------
+    config : HRMConfig
+        The configuration the model was adapted with.
+
+    Attributes
+    ----------
+    config : HRMConfig
+    uid : str
+        Key of this model's states on a shared cache.
+    saved_requires_grad : list of (nn.Parameter, bool)
+        Flags before injection, restored by :func:`adapters.remove`.
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.uid = uuid.uuid4().hex
+        self.saved_requires_grad: list[tuple[nn.Parameter, bool]] = []
+        self._handles: list[Any] = []
+        self._positional: list[str] = []
+        self._stack: list[_Context] = []
+
+    # --- hooks -------------------------------------------------------------------------
+    def attach(self, model: nn.Module) -> None:
+        """Register the forward pre-hook and forward hook on the top-level ``model``."""
+        try:
+            params = inspect.signature(model.forward).parameters.values()
+            self._positional = [p.name for p in params if p.kind in (
+                inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            self._positional = []
+        self._handles = [
+            model.register_forward_pre_hook(self._pre_hook, with_kwargs=True),
+            model.register_forward_hook(self._post_hook, with_kwargs=True, always_call=True),
+        ]
+
+    def detach(self) -> None:
+        """Remove the hooks."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._stack = []
+
+    def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        bound = dict(zip(self._positional, args, strict=False))
+        bound.update(kwargs)
+        cache = next((bound[k] for k in _CACHE_KWARGS if bound.get(k) is not None), None)
+        use_cache = bound.get("use_cache")
+        if use_cache is None:
+            use_cache = getattr(getattr(module, "config", None), "use_cache", False)
+        mask = bound.get("attention_mask")
+        if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
+            mask = None  # 4-D / custom masks: no padding information to use
+        stateful = cache is not None or bool(use_cache)
+        past = _seq_length(cache) if stateful else 0
+        initial = None
+        if stateful and past > 0:
+            record = getattr(cache, _STATES_ATTR, {}).get(self.uid)
+            if record is None:
+                raise AdapterError(
+                    f"the KV cache already holds {past} tokens but no adapter state; run the "
+                    "prompt through the adapted model (not the base model) to fill the cache"
+                )
+            initial = record.states_at(past)
+        self._stack.append(_Context(
+            stateful=stateful, past=past, cache=cache, initial=initial,
+            mask=None if mask is None else mask.bool(),
+        ))
+
+    def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
+        ctx = self._stack.pop() if self._stack else None
+        if ctx is None or len(rest) != 2 or not ctx.stateful or not ctx.new_states:
+            return None  # (len(rest) != 2: called after an exception in forward)
+        cache = _output_cache(rest[1])
+        cache = ctx.cache if cache is None else cache
+        if cache is None:
+            return None
+        seen = _seq_length(cache)
+        if seen != ctx.past + ctx.length:
+            return None  # the cache did not take this chunk: keep the states that match it
+        keep = ctx.keep_history and len(ctx.history) == len(ctx.new_states)
+        _store_on_cache(cache, self.uid, _StateRecord(
+            seen=seen, states=ctx.new_states,
+            chunk_start=ctx.past if keep else None,
+            start_states=ctx.initial if keep else None,
+            history=ctx.history if keep else None,
+        ))
+        return None
+
+    # --- the branch ----------------------------------------------------------------------
+    def branch(self, adapted: nn.Module, u: torch.Tensor) -> torch.Tensor:
+        """Adapter output (B, L, H) for stream ``u`` (B, L, H) inside the current model call.
+
+        Outside a model call (a block called directly) the adapter runs from the zero state.
+        """
+        ctx = self._stack[-1] if self._stack else None
+        if ctx is None:
+            return adapted.adapter(u)
+        batch, length = u.shape[0], u.shape[1]
+        if ctx.mask is not None:
+            if ctx.mask.shape[0] != batch or ctx.mask.shape[1] < length:
+                raise AdapterShapeError(
+                    f"`attention_mask` of shape {tuple(ctx.mask.shape)} does not cover the "
+                    f"adapter stream of shape {tuple(u.shape)} at {adapted.adapter_name!r}"
+                )
+            keep = ctx.mask[:, -length:].to(u.device)  # (B, L)
+            u = u.masked_fill(~keep[..., None], 0.0)
+        if not ctx.stateful:
+            return adapted.adapter(u)
+        key = adapted.adapter_name
+        s0 = None
+        if ctx.initial is not None:
+            s0 = ctx.initial.get(key)
+            if s0 is None:
+                raise AdapterError(f"no stored SSM state for adapter {key!r} on this cache")
+            if s0.shape[0] != batch:
+                raise AdapterShapeError(
+                    f"stored SSM state of {key!r} has batch {s0.shape[0]} but the input has "
+                    f"batch {batch}; reorder/select the cache with its own methods"
+                )
+        ctx.length = length
+        if s0 is not None and length <= HISTORY_MAX_LEN:
+            ctx.keep_history = True
+            ys, states, s = [], [], s0
+            for t in range(length):  # one-token decode steps (the usual L = 1)
+                y_t, s = adapted.adapter.step(u[:, t], s)  # (B, H), (B, N)
+                ys.append(y_t)
+                states.append(s.detach())
+            y = torch.stack(ys, dim=1)  # (B, L, H)
+            ctx.history[key] = states
+        else:
+            y, s = adapted.adapter(u, s0, return_state=True)  # parallel scan
+        ctx.new_states[key] = s.detach()
+        return y
