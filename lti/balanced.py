@@ -1,0 +1,591 @@
+"""Hankel singular values and balanced truncation of discrete-time systems, with bounds.
+
+For a Schur-stable ``G = (A, B, C, D)`` with Gramian factors ``P = Lc Lc^T``
+(``A P A^T - P + B B^T = 0``) and ``Q = Lo Lo^T`` (``A^T Q A - Q + C^T C = 0``), the Hankel
+singular values (HSVs) are the singular values of ``Lo^T Lc``. Truncating the balanced
+realisation to its r dominant states gives a stable ``Gr`` with the certified bounds
+
+.. math:: \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le 2 \\sum_{i > r} \\sigma_i .
+
+Unstable systems are split into a stable and an unstable part (|lambda| >= 1); the
+unstable part is kept exactly and only the stable part is reduced, so the bounds, the HSVs
+and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from lti._validation import as_float_matrix
+from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
+from lti.norms import as_discrete_system
+from lti.system import DiscreteLTI
+
+__all__ = [
+    "BalancedTruncation",
+    "balanced_truncation",
+    "balanced_truncation_from_factors",
+    "hankel_singular_values",
+]
+
+_EPS = np.finfo(np.float64).eps
+_METHODS = ("auto", "sr", "bfsr")
+#: HSVs closer than this (relative) count as tied (see ``balanced_truncation``).
+TIE_RTOL = 1e-10
+#: ``method="auto"`` picks "bfsr" once the kept HSVs span more than this ratio.
+AUTO_BFSR_RATIO = 1e10
+
+
+@dataclass(frozen=True, eq=False)
+class BalancedTruncation:
+    """Result of :func:`balanced_truncation` (and :func:`balanced_truncation_from_factors`).
+
+    Attributes
+    ----------
+    reduced : DiscreteLTI or control.StateSpace
+        The reduced system of order ``order`` (a python-control ``StateSpace`` with the same
+        ``dt`` when one was passed in). Its states are the kept stable states followed by
+        the ``n_unstable`` unstable states.
+    hsv : ndarray, shape (n_s,)
+        Hankel singular values of the stable part (n_s = n - n_unstable states), descending.
+    order : int
+        Order r of the reduced system, unstable states included.
+    error_bound : float
+        :math:`2 \\sum_{i > r_s} \\sigma_i` (``r_s = order - n_unstable`` stable states kept),
+        an upper bound of :math:`\\|G - G_r\\|_\\infty`.
+    lower_bound : float
+        :math:`\\sigma_{r_s + 1}` (0 when every stable state is kept), a lower bound of
+        :math:`\\|G - G_r\\|_\\infty` for *every* reduced model of that order.
+    error_bounds : ndarray, shape (n + 1,)
+        ``error_bounds[k]`` is the upper bound for total order k (``inf`` for
+        ``k < n_unstable``); ``error_bounds[order] == error_bound``.
+    T : ndarray, shape (n, r)
+        Right projection: the kept states ``x_r`` correspond to ``x ~ T x_r``.
+    Ti : ndarray, shape (r, n)
+        Left projection, ``Ti @ T = I``. Without ``match_dc``, ``reduced`` is
+        ``(Ti A T, Ti B, C T, D)``; with ``match_dc`` these are the projections onto the
+        kept coordinates and the reduced matrices add the singular-perturbation correction.
+    method : str
+        The method used: ``"sr"`` (square root: ``T``, ``Ti`` come from a balancing
+        transformation) or ``"bfsr"`` (balancing-free square root, orthonormal ``T``).
+    match_dc : bool
+        Whether the singular-perturbation approximation was used (``G_r(1) = G(1)``).
+    n_unstable : int
+        Number of unstable states (|lambda| >= 1) kept unchanged.
+    minimal_order : int
+        Number of HSVs of the stable part above ``n_s * eps * sigma_1`` (SLICOT's rule):
+        the order of a minimal realisation of the stable part.
+    """
+
+    reduced: object
+    hsv: np.ndarray
+    order: int
+    error_bound: float
+    lower_bound: float
+    error_bounds: np.ndarray
+    T: np.ndarray
+    Ti: np.ndarray
+    method: str
+    match_dc: bool
+    n_unstable: int
+    minimal_order: int
+
+    def __repr__(self) -> str:
+        return (
+            f"BalancedTruncation(order={self.order}, n={self.T.shape[0]}, "
+            f"n_unstable={self.n_unstable}, method={self.method!r}, match_dc={self.match_dc}, "
+            f"lower_bound={self.lower_bound:.3g}, error_bound={self.error_bound:.3g})"
+        )
+
+
+# ------------------------------------------------------------------------ validation
+
+
+def _check_method(method) -> str:
+    if method not in _METHODS:
+        raise InvalidArgumentError(f"`method` must be one of {_METHODS}; got {method!r}")
+    return method
+
+
+def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
+    if order is not None and tol is not None:
+        raise InvalidArgumentError(
+            f"pass exactly one of `order` and `tol`; got order={order!r} and tol={tol!r}"
+        )
+    if order is None and tol is None:
+        raise InvalidArgumentError("pass exactly one of `order` and `tol`; got neither")
+    if order is not None:
+        if isinstance(order, bool) or not isinstance(order, numbers.Integral):
+            raise InvalidArgumentError(f"`order` must be an integer in [0, {n}]; got {order!r}")
+        if not 0 <= order <= n:
+            raise InvalidArgumentError(
+                f"`order` must be an integer in [0, n={n}]; got {int(order)}"
+            )
+        return int(order), None
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not np.isfinite(tol):
+        raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")
+    if not tol > 0:
+        raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")
+    return None, float(tol)
+
+
+def _check_factor(name: str, L, n: int) -> np.ndarray:
+    L = as_float_matrix(name, L)
+    if L.shape[0] != n:
+        raise ShapeError(f"`{name}` must have n = {n} rows; got shape {L.shape}")
+    return L
+
+
+# ------------------------------------------------------------------------------ HSVs
+
+
+def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
+    """Both Gramian factors (``P = Lc Lc^T``, ``Q = Lo Lo^T``) from one Schur form of A.
+
+    Diagonal ``A`` uses the closed-form diagonal recursion and needs no Schur form; a
+    quasi-triangular ``A`` (the stable block of an ordered Schur form) is passed with
+    ``schur=SchurForm(A, I)``.
+    """
+    from lti.lyapunov import lyapunov_factor, real_schur
+
+    if A.shape[0] and schur is None and np.any(A - np.diag(np.diag(A))):
+        schur = real_schur(A)
+    Lc = lyapunov_factor(A, B, schur=schur)
+    Lo = lyapunov_factor(A, C.T, transpose=True, schur=schur)
+    return Lc, Lo
+
+
+def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
+    """SVD of Lo^T Lc; HSVs padded with zeros to length n (factors may have < n columns)."""
+    M = Lo.T @ Lc  # (ko, kc)
+    if M.size == 0:
+        k = 0
+        U, s, Vt = np.zeros((Lo.shape[1], 0)), np.zeros(0), np.zeros((0, Lc.shape[1]))
+    else:
+        try:
+            U, s, Vt = sla.svd(M, full_matrices=False, check_finite=False)
+        except np.linalg.LinAlgError:
+            U, s, Vt = sla.svd(
+                M, full_matrices=False, check_finite=False, lapack_driver="gesvd"
+            )
+        k = s.size
+    hsv = np.zeros(n)
+    hsv[: min(k, n)] = s[:n]
+    return hsv, U, s, Vt
+
+
+def hankel_singular_values(sys) -> np.ndarray:
+    """Hankel singular values of a stable discrete-time system.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI or control.StateSpace
+        Schur-stable system with n states.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        :math:`\\sigma_1 \\ge \\dots \\ge \\sigma_n \\ge 0`.
+
+    Raises
+    ------
+    UnstableSystemError
+        Spectral radius of ``A`` >= 1 (use :func:`balanced_truncation`, which separates
+        the unstable part, and read ``result.hsv``).
+    InvalidArgumentError
+        `sys` is not a discrete-time system.
+
+    Notes
+    -----
+    :math:`\\sigma_i = \\sqrt{\\lambda_i(PQ)}` are computed as the singular values of
+    ``Lo^T Lc`` with ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both Hammarling factors from one
+    Schur decomposition of ``A``, :func:`lti.lyapunov.lyapunov_factor`), never as
+    ``sqrt(eig(P Q))``: the small ones keep their absolute accuracy ``~ eps * sigma_1``
+    instead of ``~ sqrt(eps) * sigma_1``. They are invariant under state transformations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, hankel_singular_values
+    >>> G = DiscreteLTI(np.diag([0.5, -0.2]), [[1.0], [1.0]], [[1.0, 0.0]])
+    >>> hsv = hankel_singular_values(G)           # second state unobservable: sigma_2 = 0
+    >>> bool(abs(hsv[0] - 1.0 / 0.75) < 1e-14 and hsv[1] < 1e-15)
+    True
+    """
+    G = as_discrete_system(sys)
+    rho = G.spectral_radius()
+    if not rho < 1.0:
+        raise UnstableSystemError(
+            f"Hankel singular values need a Schur-stable system: `sys.A` must have spectral "
+            f"radius < 1; got {rho:.6g} (balanced_truncation keeps the unstable part and "
+            "reports the stable part's HSVs)"
+        )
+    if G.n == 0:
+        return np.zeros(0)
+    Lc, Lo = _stable_factors(G.A, G.B, G.C)
+    return _hsv_svd(Lc, Lo, G.n)[0]
+
+
+# ------------------------------------------------------------ stable/unstable split
+
+
+def _split_unstable(G: DiscreteLTI):
+    """Block-diagonalise ``A`` into stable (|lambda| < 1) and unstable parts.
+
+    Ordered real Schur form ``A = Z [[T11, T12], [0, T22]] Z^T`` (stable eigenvalues
+    first), then the Sylvester equation ``T11 X - X T22 + T12 = 0`` decouples the blocks:
+    with ``W = Z [[I, X], [0, I]]``, ``W^{-1} A W = diag(T11, T22)``.
+    Returns ``(ns, W1, W2, V1, V2, T11, T22)`` with ``W = [W1 W2]``, ``W^{-1} = [V1; V2]``.
+    """
+    T, Z, ns = sla.schur(G.A, output="real", sort=lambda re, im: re * re + im * im < 1.0)
+    T11, T12, T22 = T[:ns, :ns], T[:ns, ns:], T[ns:, ns:]
+    X = sla.solve_sylvester(T11, -T22, -T12)  # T11 X - X T22 = -T12
+    if not np.all(np.isfinite(X)):
+        raise SolverError("could not decouple the stable and unstable parts of `sys.A`")
+    Z1, Z2 = Z[:, :ns], Z[:, ns:]
+    W1, W2 = Z1, Z1 @ X + Z2
+    V1, V2 = Z1.T - X @ Z2.T, Z2.T
+    return ns, W1, W2, V1, V2, T11, T22
+
+
+# ------------------------------------------------------------------ order selection
+
+
+def _select_order(hsv, bounds, order, tol, nmin, stacklevel):
+    """Number r of stable states to keep (see balanced_truncation, Notes)."""
+    ns = hsv.size
+    if order is not None:
+        r = order
+        if r > nmin:
+            warnings.warn(
+                f"requested {r} stable states but only {nmin} Hankel singular values exceed "
+                f"n*eps*sigma_1 = {ns * _EPS * (hsv[0] if ns else 0.0):.3g} (the rest belong to "
+                f"a non-minimal part that cannot be balanced); keeping {nmin}",
+                UserWarning,
+                stacklevel=stacklevel,
+            )
+            r = nmin
+        elif 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
+            warnings.warn(
+                f"order splits tied Hankel singular values sigma_{r} = {hsv[r - 1]:.17g} and "
+                f"sigma_{r + 1} = {hsv[r]:.17g}: the kept subspace is not unique and the "
+                "reduced model need not be asymptotically stable",
+                UserWarning,
+                stacklevel=stacklevel,
+            )
+        return r
+    r = int(np.flatnonzero(bounds <= tol)[0])  # bounds[ns] == 0 <= tol always qualifies
+    while 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
+        r += 1  # never split a tie: move the cut up (the bound only decreases)
+    if r > nmin:
+        warnings.warn(
+            f"`tol` = {tol:.3g} is below the numerical floor of the bound: kept the minimal "
+            f"realisation ({nmin} states, bound {bounds[nmin]:.3g}) instead of "
+            f"{r} states",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+        r = nmin
+    elif r == ns and ns > 0:
+        warnings.warn(
+            f"no order below n = {ns} has error bound <= tol = {tol:.3g} (the bound at order "
+            f"{ns - 1} is {bounds[ns - 1]:.3g}); returning the full-order balanced realisation",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    return r
+
+
+# ------------------------------------------------------------------------ core
+
+
+def _orth(M: np.ndarray) -> np.ndarray:
+    return np.linalg.qr(M)[0] if M.shape[1] else M
+
+
+def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
+    """Right/left projections onto balanced directions lo..hi-1."""
+    V = Vt[lo:hi].T
+    Uk = U[:, lo:hi]
+    if method == "sr":
+        d = 1.0 / np.sqrt(s[lo:hi])
+        return (Lc @ V) * d, (d[:, None] * Uk.T) @ Lo.T
+    Q = _orth(Lc @ V)  # (n, k)
+    Zl = _orth(Lo @ Uk)  # (n, k)
+    return Q, np.linalg.solve(Zl.T @ Q, Zl.T)
+
+
+def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel):
+    """Balanced truncation / SPA of a stable (A, B, C, D) with given Gramian factors."""
+    n = A.shape[0]
+    hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
+    tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
+    bounds = 2.0 * tail  # (n + 1,)
+    nmin = int(np.count_nonzero(hsv > n * _EPS * hsv[0])) if n else 0
+    r = _select_order(hsv, bounds, order, tol, nmin, stacklevel + 1)
+    if method == "auto":
+        method = "sr" if r == 0 or hsv[0] <= AUTO_BFSR_RATIO * hsv[r - 1] else "bfsr"
+    T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
+    Ar, Br, Cr, Dr = Ti1 @ A @ T1, Ti1 @ B, C @ T1, D.copy()
+    if match_dc and r < nmin:
+        # singular perturbation on the minimal part: x2 frozen at its steady state
+        T2, Ti2 = _projections(Lc, Lo, U, s, Vt, r, nmin, method)
+        AT2 = A @ T2
+        A12, A21, A22 = Ti1 @ AT2, Ti2 @ A @ T1, Ti2 @ AT2
+        B2, C2 = Ti2 @ B, C @ T2
+        E = np.eye(nmin - r) - A22
+        try:
+            lu = sla.lu_factor(E, check_finite=False)
+        except (np.linalg.LinAlgError, ValueError) as exc:
+            raise SolverError("singular perturbation: I - A22 is singular") from exc
+        if np.min(np.abs(np.diag(lu[0]))) <= _EPS * max(1.0, np.max(np.abs(E))):
+            raise SolverError("singular perturbation: I - A22 is singular")
+        Y = sla.lu_solve(lu, np.hstack([A21, B2]), check_finite=False)  # E^{-1} [A21 B2]
+        Ar = Ar + A12 @ Y[:, :r]
+        Br = Br + A12 @ Y[:, r:]
+        Cr = Cr + C2 @ Y[:, :r]
+        Dr = Dr + C2 @ Y[:, r:]
+    lower = float(hsv[r]) if r < n else 0.0
+    return (Ar, Br, Cr, Dr), T1, Ti1, hsv, bounds, r, lower, method, nmin
+
+
+def _finish(G, reduced_mats, T, Ti, hsv, bounds_s, r_total, lower, method, match_dc, nu, nmin,
+            was_control):
+    n = G.n
+    error_bounds = np.full(n + 1, np.inf)
+    error_bounds[nu:] = bounds_s
+    Gr = DiscreteLTI(*reduced_mats, dt=G.dt)
+    if was_control:
+        Gr = Gr.to_control()
+    return BalancedTruncation(
+        reduced=Gr,
+        hsv=hsv,
+        order=r_total,
+        error_bound=float(error_bounds[r_total]),
+        lower_bound=lower,
+        error_bounds=error_bounds,
+        T=T,
+        Ti=Ti,
+        method=method,
+        match_dc=bool(match_dc),
+        n_unstable=nu,
+        minimal_order=nmin,
+    )
+
+
+def balanced_truncation(
+    sys, *, order=None, tol=None, method: str = "auto", match_dc: bool = False
+) -> BalancedTruncation:
+    """Balanced truncation of a discrete-time system with certified error bounds.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI or control.StateSpace
+        System with n states, m inputs, p outputs; a python-control system must be
+        discrete (``dt`` True or a positive number). Unstable parts are kept (see Notes).
+    order : int, optional
+        Order r of the reduced model, ``n_unstable <= r <= n``. Exactly one of `order`
+        and `tol` must be given.
+    tol : float, optional
+        Error tolerance > 0: the smallest order whose bound ``2 sum_{i>r} sigma_i`` is
+        ``<= tol`` is chosen.
+    method : {"auto", "sr", "bfsr"}, optional
+        ``"sr"``: square-root method, ``T`` and ``Ti`` are the leading columns and rows
+        of a balancing transformation (the full-order result and the ``match_dc`` result
+        are balanced, with both Gramians ``diag(hsv[:r])``; a truncated discrete-time
+        balanced realisation is not exactly balanced itself, since
+        ``A11 S1 A11^T - S1 + B1 B1^T = -A12 S2 A12^T``). ``"bfsr"``: balancing-free
+        square-root method, orthonormal ``T`` (better conditioned when the kept HSVs span
+        many decades); the reduced model is similar to the square-root one. ``"auto"``
+        uses ``"sr"`` unless ``sigma_1 / sigma_r > 1e10``; it depends only on the input.
+    match_dc : bool, optional
+        Singular-perturbation approximation instead of truncation: the discarded balanced
+        states are frozen at their steady state, so ``G_r(1) = G(1)`` exactly; same bounds.
+
+    Returns
+    -------
+    BalancedTruncation
+        ``reduced`` (same type as `sys`), ``hsv``, ``order``, ``error_bound``,
+        ``lower_bound``, ``error_bounds`` (every order), projections ``T``, ``Ti``,
+        ``method``, ``match_dc``, ``n_unstable``, ``minimal_order``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Both or neither of `order` and `tol`; `order` not an integer in
+        ``[n_unstable, n]``; `tol` not a positive finite number; unknown `method`;
+        a continuous-time python-control system.
+    NonFiniteError
+        NaN or inf in the system matrices.
+    SolverError
+        The stable/unstable decoupling or the singular-perturbation step failed.
+
+    Warns
+    -----
+    UserWarning
+        When an explicit `order` splits tied HSVs (relative gap <= 1e-10); when the order
+        had to be lowered to the minimal order (HSVs below ``n_s * eps * sigma_1`` are
+        zero in floating point: those states cannot be balanced and contribute nothing);
+        when `tol` is met only by the full order.
+
+    Notes
+    -----
+    With ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both factors from one Schur decomposition) and
+    ``Lo^T Lc = U Sigma V^T``, the square-root projections onto the r dominant states are
+
+    .. math::
+
+        T = L_c V_1 \\Sigma_1^{-1/2}, \\qquad T_i = \\Sigma_1^{-1/2} U_1^T L_o^T,
+        \\qquad A_r = T_i A T,\\ B_r = T_i B,\\ C_r = C T,\\ D_r = D,
+
+    and the bounds (Enns; Al-Saggaf & Franklin for discrete time) are
+
+    .. math:: \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le 2 \\sum_{i=r+1}^{n} \\sigma_i .
+
+    The balancing-free variant uses orthonormal bases ``T = orth(Lc V1)``,
+    ``Ti = (Z^T T)^{-1} Z^T`` with ``Z = orth(Lo U1)`` (Varga 1991). With
+    ``match_dc=True`` the discarded minimal coordinates ``x2`` obey
+    ``x2 = A21 x1 + A22 x2 + B2 u``, giving
+    ``A_r = A11 + A12 (I - A22)^{-1} A21`` and so on (discrete singular perturbation).
+
+    Order selection: with `tol`, the smallest r with ``2 sum_{i>r} sigma_i <= tol``; the
+    full order n always qualifies (bound 0), so this never fails, and a warning says so when
+    only the full order does. A cut that would split tied HSVs (relative gap <= 1e-10) is
+    moved up to the end of the tie (the bound only gets smaller); an explicit `order` is
+    kept and a warning is given, because with tied HSVs on both sides the reduced model is
+    not guaranteed to be asymptotically stable. HSVs at or below ``n_s * eps * sigma_1``
+    (SLICOT's rule) belong to a non-minimal part; the order is capped at the number of
+    larger ones (``minimal_order``), as SLICOT AB09AD does.
+
+    Unstable systems: the real Schur form is reordered so that the eigenvalues with
+    ``|lambda| < 1`` come first and a Sylvester equation decouples
+    ``A ~ diag(A_s, A_u)``. The unstable part ``(A_u, B_u, C_u)`` is kept exactly and only
+    the stable part is reduced, so ``hsv``, ``error_bound``, ``lower_bound`` and
+    ``error_bounds`` describe the stable part; the error ``G - G_r`` equals the stable
+    part's error and is therefore stable, with the same bounds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, balanced_truncation, hinf_norm
+    >>> rng = np.random.default_rng(0)
+    >>> A = np.diag(0.9 ** np.arange(1, 9))          # n = 8, stable
+    >>> G = DiscreteLTI(A, rng.standard_normal((8, 1)), rng.standard_normal((1, 8)))
+    >>> res = balanced_truncation(G, order=3)
+    >>> err = hinf_norm(G - res.reduced).value
+    >>> bool(res.lower_bound <= err <= res.error_bound and res.reduced.n == 3)
+    True
+    """
+    method = _check_method(method)
+    was_control = not isinstance(sys, DiscreteLTI)
+    G = as_discrete_system(sys)
+    order, tol = _check_order_tol(order, tol, G.n)
+    if G.n and not G.is_stable():
+        ns, W1, W2, V1, V2, As, Au = _split_unstable(G)
+    else:
+        ns, W1, W2, V1, V2, As, Au = G.n, None, None, None, None, G.A, np.zeros((0, 0))
+    nu = G.n - ns
+    if order is not None and order < nu:
+        raise InvalidArgumentError(
+            f"`order` must be at least the number of unstable states ({nu}), which are kept; "
+            f"got {order}"
+        )
+    if W1 is None:
+        Gs = G
+    else:
+        Gs = DiscreteLTI(As, V1 @ G.B, G.C @ W1, G.D, G.dt)
+    if ns and W1 is not None:
+        from lti.lyapunov import SchurForm
+
+        Lc, Lo = _stable_factors(Gs.A, Gs.B, Gs.C, schur=SchurForm(As, np.eye(ns)))
+    elif ns:
+        Lc, Lo = _stable_factors(G.A, G.B, G.C)
+    else:
+        Lc = Lo = np.zeros((0, 0))
+    mats, Ts, Tis, hsv, bounds, r, lower, method, nmin = _reduce_stable(
+        Gs.A, Gs.B, Gs.C, Gs.D, Lc, Lo, None if order is None else order - nu, tol,
+        method, match_dc, stacklevel=3,
+    )
+    if W1 is None:
+        T, Ti = Ts, Tis
+    else:
+        Ar, Br, Cr, Dr = mats
+        Bu, Cu = V2 @ G.B, G.C @ W2
+        mats = (sla.block_diag(Ar, Au), np.vstack([Br, Bu]), np.hstack([Cr, Cu]), Dr)
+        T = np.hstack([W1 @ Ts, W2])
+        Ti = np.vstack([Tis @ V1, V2])
+    return _finish(G, mats, T, Ti, hsv, bounds, r + nu, lower, method, match_dc, nu, nmin,
+                   was_control)
+
+
+def balanced_truncation_from_factors(
+    sys, Lc, Lo, *, order=None, tol=None, method: str = "auto", match_dc: bool = False
+) -> BalancedTruncation:
+    """Balanced truncation with given Gramian factors (e.g. data-driven or empirical).
+
+    Parameters
+    ----------
+    sys : DiscreteLTI or control.StateSpace
+        System with n states.
+    Lc : array_like, shape (n, kc)
+        Factor of the controllability Gramian used, ``P = Lc Lc^T`` (e.g. of an
+        input-weighted, data-driven state covariance).
+    Lo : array_like, shape (n, ko)
+        Factor of the observability Gramian, ``Q = Lo Lo^T``.
+    order, tol, method, match_dc
+        As in :func:`balanced_truncation`.
+
+    Returns
+    -------
+    BalancedTruncation
+        As in :func:`balanced_truncation`, with ``n_unstable = 0``; ``hsv`` are the
+        singular values of ``Lo^T Lc`` (padded with zeros to length n).
+
+    Raises
+    ------
+    ShapeError
+        A factor without n rows.
+    NonFiniteError
+        NaN or inf in a factor or in the system.
+    InvalidArgumentError
+        As in :func:`balanced_truncation`.
+
+    Notes
+    -----
+    The same square-root / balancing-free / singular-perturbation algorithms as
+    :func:`balanced_truncation`, with no stable/unstable split. The bounds
+    ``error_bound`` and ``lower_bound`` are certified H-infinity bounds only when `Lc`
+    and `Lo` factor the exact infinite-horizon Gramians of a stable `sys`; with other
+    Gramians (input-weighted, finite-horizon, empirical) they are the same formulas
+    applied to the generalised HSVs: they rank the states and bound the error in the
+    corresponding weighted sense, not in the H-infinity norm.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, balanced_truncation, balanced_truncation_from_factors
+    >>> G = DiscreteLTI(np.diag([0.9, 0.5, 0.1]), np.ones((3, 1)), np.ones((1, 3)))
+    >>> from lti.lyapunov import lyapunov_factor
+    >>> Lc = lyapunov_factor(G.A, G.B)                            # P = Lc Lc^T
+    >>> Lo = lyapunov_factor(G.A, G.C.T, transpose=True)          # Q = Lo Lo^T
+    >>> a = balanced_truncation_from_factors(G, Lc, Lo, order=1)
+    >>> b = balanced_truncation(G, order=1)
+    >>> bool(np.allclose(a.hsv, b.hsv, rtol=1e-12) and a.error_bound == b.error_bound)
+    True
+    """
+    method = _check_method(method)
+    was_control = not isinstance(sys, DiscreteLTI)
+    G = as_discrete_system(sys)
+    Lc = _check_factor("Lc", Lc, G.n)
+    Lo = _check_factor("Lo", Lo, G.n)
+    order, tol = _check_order_tol(order, tol, G.n)
+    mats, T, Ti, hsv, bounds, r, lower, method, nmin = _reduce_stable(
+        G.A, G.B, G.C, G.D, Lc, Lo, order, tol, method, match_dc, stacklevel=3
+    )
+    return _finish(G, mats, T, Ti, hsv, bounds, r, lower, method, match_dc, 0, nmin,
+                   was_control)
