@@ -6,6 +6,12 @@ Pure numpy/scipy (slycot optional); never imports torch.
 
 from __future__ import annotations
 
+from lti.balanced import (
+    BalancedTruncation,
+    balanced_truncation,
+    balanced_truncation_from_factors,
+    hankel_singular_values,
+)
 from lti.empirical import EmpiricalGramians, empirical_gramians
 from lti.exceptions import (
     EmptyDataError,
@@ -26,14 +32,17 @@ from lti.lyapunov import (
     real_schur,
     solve_discrete_lyapunov,
 )
+from lti.norms import HinfNorm, h2_norm, hankel_norm, hinf_norm
 
 # --- public API (each module adds its own import block below) ---
 from lti.system import DiscreteLTI, discretize_zoh
 
 __all__ = [
+    "BalancedTruncation",
     "DiscreteLTI",
     "EmpiricalGramians",
     "EmptyDataError",
+    "HinfNorm",
     "InvalidArgumentError",
     "LTIError",
     "MissingDependencyError",
@@ -43,8 +52,14 @@ __all__ = [
     "ShapeError",
     "SolverError",
     "UnstableSystemError",
+    "balanced_truncation",
+    "balanced_truncation_from_factors",
     "discretize_zoh",
     "empirical_gramians",
+    "h2_norm",
+    "hankel_norm",
+    "hankel_singular_values",
+    "hinf_norm",
     "lyapunov_factor",
     "psd_factor",
     "real_schur",
