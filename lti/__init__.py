@@ -25,6 +25,8 @@ from lti.exceptions import (
     UnstableSystemError,
 )
 
+# --- public API (each module adds its own import block below) ---
+from lti.gramians import controllability_gramian, gramian_factors, observability_gramian
 from lti.lyapunov import (
     SchurForm,
     lyapunov_factor,
@@ -33,8 +35,6 @@ from lti.lyapunov import (
     solve_discrete_lyapunov,
 )
 from lti.norms import HinfNorm, h2_norm, hankel_norm, hinf_norm
-
-# --- public API (each module adds its own import block below) ---
 from lti.system import DiscreteLTI, discretize_zoh
 
 __all__ = [
@@ -54,13 +54,16 @@ __all__ = [
     "UnstableSystemError",
     "balanced_truncation",
     "balanced_truncation_from_factors",
+    "controllability_gramian",
     "discretize_zoh",
     "empirical_gramians",
+    "gramian_factors",
     "h2_norm",
     "hankel_norm",
     "hankel_singular_values",
     "hinf_norm",
     "lyapunov_factor",
+    "observability_gramian",
     "psd_factor",
     "real_schur",
     "solve_discrete_lyapunov",

@@ -1,0 +1,285 @@
+"""Controllability and observability Gramians of discrete-time systems.
+
+Infinite horizon (stable ``A``):
+
+.. math:: P = \\sum_{k \\ge 0} A^k B B^T (A^T)^k, \\qquad
+          Q = \\sum_{k \\ge 0} (A^T)^k C^T C A^k,
+
+the solutions of ``A P A^T - P + B B^T = 0`` and ``A^T Q A - Q + C^T C = 0``. Finite
+horizon T (what an adapter with a context of T tokens sees): the same sums over
+``k < T``, defined for any ``A``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.linalg as sla
+
+from lti.exceptions import InvalidArgumentError
+from lti.lyapunov import lyapunov_factor, real_schur, solve_discrete_lyapunov
+from lti.system import DiscreteLTI
+
+__all__ = ["controllability_gramian", "gramian_factors", "observability_gramian"]
+
+
+def _as_system(sys) -> DiscreteLTI:
+    if isinstance(sys, DiscreteLTI):
+        return sys
+    try:
+        import control
+    except ImportError:
+        control = None
+    if control is not None and isinstance(sys, control.StateSpace):
+        return DiscreteLTI.from_control(sys)
+    raise InvalidArgumentError(
+        f"`sys` must be a DiscreteLTI (or a discrete python-control StateSpace); got "
+        f"{type(sys).__name__}"
+    )
+
+
+def _check_horizon(horizon):
+    if horizon is None:
+        return None
+    if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon < 1:
+        raise InvalidArgumentError(
+            f"`horizon` must be None (infinite) or a positive integer; got {horizon!r}"
+        )
+    return int(horizon)
+
+
+def _geometric(z: np.ndarray, T: int) -> np.ndarray:
+    """``sum_{k<T} z^k`` elementwise for real ``z``, accurate near ``z = 1``."""
+    out = np.empty_like(z)
+    one = z == 1.0
+    pos = (z > 0) & ~one
+    out[one] = T
+    zp = z[pos]
+    out[pos] = -np.expm1(T * np.log(zp)) / (1.0 - zp)
+    rest = ~pos & ~one
+    zr = z[rest]
+    out[rest] = (1.0 - zr**T) / (1.0 - zr)
+    return out
+
+
+def _compress(L: np.ndarray) -> np.ndarray:
+    """Same Gram matrix ``L L^T`` with at most n columns (QR of ``L^T``)."""
+    n, c = L.shape
+    if c <= n:
+        return L
+    R = sla.qr(L.T, mode="r", check_finite=False)[0][:n]
+    return R.T
+
+
+def _finite_factors(A: np.ndarray, diag: bool, Bs: list[np.ndarray], T: int, transposes):
+    """Factors of ``sum_{k<T} M^k B B^T (M^T)^k`` with ``M = A`` or ``A^T`` per right-hand
+    side, by binary doubling ``L_{2k} = [L_k, M^k L_k]`` (exact; valid for unstable ``A``),
+    sharing the powers ``A^k``. Columns are compressed by QR beyond n."""
+    n = A.shape[0]
+    a = np.diag(A) if diag else None
+
+    def apply(Pk, L, trans):  # M^k L
+        if diag:
+            return Pk[:, None] * L
+        return (Pk.T if trans else Pk) @ L
+
+    Pk = a.copy() if diag else A.copy()  # A^k for the current block length k
+    Lk = [B.copy() for B in Bs]  # factors for horizon k
+    res = [np.zeros((n, 0)) for _ in Bs]
+    Pres = np.ones(n) if diag else np.eye(n)  # A^(horizon accumulated so far)
+    bits = bin(T)[2:][::-1]
+    for i, bit in enumerate(bits):
+        if bit == "1":
+            res = [
+                _compress(np.hstack([R, apply(Pres, L, t)]))
+                for R, L, t in zip(res, Lk, transposes, strict=True)
+            ]
+            Pres = Pres * Pk if diag else Pres @ Pk
+        if i + 1 < len(bits):
+            Lk = [
+                _compress(np.hstack([L, apply(Pk, L, t)]))
+                for L, t in zip(Lk, transposes, strict=True)
+            ]
+            Pk = Pk * Pk if diag else Pk @ Pk
+    return res
+
+
+def _finite_gramian(A: np.ndarray, diag: bool, B: np.ndarray, T: int, transpose: bool):
+    n = A.shape[0]
+    if diag:
+        a = np.diag(A)
+        return (B @ B.T) * _geometric(a[:, None] * a[None, :], T)
+    M = A.T if transpose else A
+    Pk, Xk = M.copy(), B @ B.T  # horizon-k sum and M^k, k = 1
+    X, Pres = np.zeros((n, n)), np.eye(n)
+    bits = bin(T)[2:][::-1]
+    for i, bit in enumerate(bits):
+        if bit == "1":
+            X = X + Pres @ Xk @ Pres.T
+            Pres = Pres @ Pk
+        if i + 1 < len(bits):
+            Xk = Xk + Pk @ Xk @ Pk.T
+            Pk = Pk @ Pk
+    return 0.5 * (X + X.T)
+
+
+def _gramian(G: DiscreteLTI, horizon, factor: bool, transpose: bool):
+    horizon = _check_horizon(horizon)
+    if not isinstance(factor, bool | np.bool_):
+        raise InvalidArgumentError(f"`factor` must be a bool; got {factor!r}")
+    B = G.C.T if transpose else G.B
+    A_in = np.diag(G.A) if G.is_diagonal else G.A
+    if horizon is None:
+        if factor:
+            return lyapunov_factor(A_in, B, transpose=transpose)
+        M = A_in if (G.is_diagonal or not transpose) else G.A.T
+        return solve_discrete_lyapunov(M, B @ B.T)
+    if factor:
+        return _finite_factors(G.A, G.is_diagonal, [B], horizon, [transpose])[0]
+    return _finite_gramian(G.A, G.is_diagonal, B, horizon, transpose)
+
+
+def controllability_gramian(sys, *, horizon: int | None = None, factor: bool = False):
+    """Controllability Gramian ``P = sum_k A^k B B^T (A^T)^k``.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI
+        The system (a discrete python-control ``StateSpace`` is converted).
+    horizon : int, optional
+        ``None``: infinite horizon (needs Schur-stable ``A``; solves
+        ``A P A^T - P + B B^T = 0``). A positive int T: the sum over ``k < T``, for any
+        ``A``.
+    factor : bool, optional
+        Return a factor ``L`` with ``P = L L^T`` instead of ``P``.
+
+    Returns
+    -------
+    ndarray, shape (n, n) or (n, k)
+        ``P``, or its factor ``L`` (n rows; at most n columns, see
+        :func:`lyapunov_factor`; a finite-horizon factor has ``min(T m, n)`` columns).
+
+    Raises
+    ------
+    UnstableSystemError
+        Infinite horizon with spectral radius >= 1 (the value is in the message).
+    InvalidArgumentError
+        Bad ``horizon`` / ``factor`` or not a system.
+
+    Notes
+    -----
+    Diagonal ``A = diag(a)`` uses closed forms: :math:`P_{ij} = (BB^T)_{ij}/(1 - a_i a_j)`
+    and, for horizon T, :math:`P_{ij} = (BB^T)_{ij} (1 - (a_i a_j)^T)/(1 - a_i a_j)`
+    (``expm1``/``log`` form near ``a_i a_j = 1``). Dense finite horizons use binary
+    doubling :math:`P_{2k} = P_k + A^k P_k (A^k)^T`, O(n^3 log T); factors double as
+    :math:`L_{2k} = [L_k, A^k L_k]` and are compressed by QR beyond n columns (never
+    squared). Infinite-horizon factors come from Hammarling's method.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, controllability_gramian
+    >>> G = DiscreteLTI([[0.5, 0.2], [0.0, -0.4]], [[1.0], [1.0]], [[1.0, 0.0]])
+    >>> P = controllability_gramian(G)
+    >>> bool(np.linalg.norm(G.A @ P @ G.A.T - P + G.B @ G.B.T) < 1e-14)
+    True
+    >>> P3 = controllability_gramian(G, horizon=3)
+    >>> S = sum(np.linalg.matrix_power(G.A, k) @ G.B @ G.B.T @ np.linalg.matrix_power(G.A, k).T
+    ...         for k in range(3))
+    >>> bool(np.allclose(P3, S, rtol=1e-14, atol=0))
+    True
+    """
+    return _gramian(_as_system(sys), horizon, factor, transpose=False)
+
+
+def observability_gramian(sys, *, horizon: int | None = None, factor: bool = False):
+    """Observability Gramian ``Q = sum_k (A^T)^k C^T C A^k``.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI
+        The system (a discrete python-control ``StateSpace`` is converted).
+    horizon : int, optional
+        ``None``: infinite horizon (solves ``A^T Q A - Q + C^T C = 0``); a positive int T:
+        the sum over ``k < T``.
+    factor : bool, optional
+        Return ``L`` with ``Q = L L^T``.
+
+    Returns
+    -------
+    ndarray, shape (n, n) or (n, k)
+        ``Q`` or its factor.
+
+    Raises
+    ------
+    UnstableSystemError, InvalidArgumentError
+        As for :func:`controllability_gramian`.
+
+    Notes
+    -----
+    The dual of :func:`controllability_gramian` with ``(A, B) -> (A^T, C^T)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, observability_gramian
+    >>> G = DiscreteLTI([[0.5, 0.2], [0.0, -0.4]], [[1.0], [1.0]], [[1.0, 0.0]])
+    >>> L = observability_gramian(G, factor=True)
+    >>> Q = L @ L.T
+    >>> bool(np.linalg.norm(G.A.T @ Q @ G.A - Q + G.C.T @ G.C) < 1e-14)
+    True
+    """
+    return _gramian(_as_system(sys), horizon, factor, transpose=True)
+
+
+def gramian_factors(sys, *, horizon: int | None = None):
+    """Factors ``(Lc, Lo)`` of both Gramians, ``P = Lc Lc^T``, ``Q = Lo Lo^T``.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI
+        The system.
+    horizon : int, optional
+        ``None`` (infinite, stable ``A``) or a positive int T (sums over ``k < T``).
+
+    Returns
+    -------
+    Lc : ndarray, shape (n, kc)
+        Controllability factor.
+    Lo : ndarray, shape (n, ko)
+        Observability factor.
+
+    Notes
+    -----
+    Dense infinite horizon: ONE real Schur decomposition of ``A`` is shared by both
+    Hammarling solves (the Schur form dominates their cost). Finite horizon: one doubling
+    pass shares the powers ``A^k``. Hankel singular values are the singular values of
+    ``Lo^T Lc``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import DiscreteLTI, gramian_factors
+    >>> rng = np.random.default_rng(0)
+    >>> A = rng.standard_normal((20, 20)); A *= 0.9 / max(abs(np.linalg.eigvals(A)))
+    >>> G = DiscreteLTI(A, rng.standard_normal((20, 2)), rng.standard_normal((3, 20)))
+    >>> Lc, Lo = gramian_factors(G)
+    >>> P, Q = Lc @ Lc.T, Lo @ Lo.T
+    >>> rc = np.linalg.norm(A @ P @ A.T - P + G.B @ G.B.T) / np.linalg.norm(G.B @ G.B.T)
+    >>> ro = np.linalg.norm(A.T @ Q @ A - Q + G.C.T @ G.C) / np.linalg.norm(G.C.T @ G.C)
+    >>> bool(max(rc, ro) < 1e-13)
+    True
+    """
+    G = _as_system(sys)
+    horizon = _check_horizon(horizon)
+    if horizon is not None:
+        Lc, Lo = _finite_factors(G.A, G.is_diagonal, [G.B, G.C.T], horizon, [False, True])
+        return Lc, Lo
+    if G.is_diagonal:
+        a = np.diag(G.A)
+        return lyapunov_factor(a, G.B), lyapunov_factor(a, G.C.T, transpose=True)
+    S = real_schur(G.A)
+    Lc = lyapunov_factor(G.A, G.B, schur=S)
+    Lo = lyapunov_factor(G.A, G.C.T, transpose=True, schur=S)
+    return Lc, Lo
