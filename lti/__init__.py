@@ -12,6 +12,13 @@ from lti.balanced import (
     balanced_truncation_from_factors,
     hankel_singular_values,
 )
+from lti.datadriven import (
+    StateCovarianceAccumulator,
+    WeightedBalancedTruncation,
+    expected_state_covariance,
+    state_covariance,
+    weighted_balanced_truncation,
+)
 from lti.empirical import EmpiricalGramians, empirical_gramians
 from lti.exceptions import (
     EmptyDataError,
@@ -51,12 +58,15 @@ __all__ = [
     "SchurForm",
     "ShapeError",
     "SolverError",
+    "StateCovarianceAccumulator",
     "UnstableSystemError",
+    "WeightedBalancedTruncation",
     "balanced_truncation",
     "balanced_truncation_from_factors",
     "controllability_gramian",
     "discretize_zoh",
     "empirical_gramians",
+    "expected_state_covariance",
     "gramian_factors",
     "h2_norm",
     "hankel_norm",
@@ -67,5 +77,7 @@ __all__ = [
     "psd_factor",
     "real_schur",
     "solve_discrete_lyapunov",
+    "state_covariance",
+    "weighted_balanced_truncation",
 ]
 __version__ = "0.1.0"

@@ -242,14 +242,15 @@ def test_static_filter_equals_input_covariance():
 
 def test_ten_million_tokens_stream_in_constant_memory():
     rng = np.random.default_rng(15)
-    A, B = random_pair(16, 8, 2, rho=0.99, diagonal=True)
+    A, B = random_pair(16, 4, 2, rho=0.99, diagonal=True)
     acc = StateCovarianceAccumulator(A, B)
     chunk = (200, 500, 2)  # 10^5 tokens per update
+    buf = np.empty(chunk)
     tracemalloc.start()
     try:
         sizes = []
         for i in range(100):
-            acc.update(rng.standard_normal(chunk))
+            acc.update(rng.standard_normal(out=buf))
             if i in (9, 99):
                 sizes.append(tracemalloc.get_traced_memory()[0])
         _, peak = tracemalloc.get_traced_memory()
@@ -257,7 +258,7 @@ def test_ten_million_tokens_stream_in_constant_memory():
         tracemalloc.stop()
     assert acc.count == 10**7
     assert sizes[1] - sizes[0] < 4096  # nothing retained per update
-    chunk_bytes = 8 * 200 * 500 * (2 + 8)  # inputs + states of one update
+    chunk_bytes = 8 * 200 * 500 * (2 + 4)  # inputs + states of one update
     assert peak < 4 * chunk_bytes  # bounded by the chunk, not by the 10^7 tokens
     P = acc.finalize()
     assert rel(P, expected_state_covariance(A, B)) < 0.05
@@ -309,3 +310,189 @@ def test_bad_input_raises_typed_errors():
     with pytest.raises(InvalidArgumentError, match="at most one"):
         expected_state_covariance(A, B, input_covariance=np.eye(2),
                                   shaping_filter=DiscreteLTI([[0.5]], [[1.0]], [[1.0], [1.0]]))
+
+
+# ------------------------------------------------- input-weighted balanced truncation
+
+
+def _needs_reduction():
+    pytest.importorskip("lti.balanced")
+    pytest.importorskip("lti.gramians")
+    return pytest.importorskip("lti.norms").hinf_norm
+
+
+def random_system(seed: int, n: int, m: int, p: int, rho: float = 0.9) -> DiscreteLTI:
+    A, B = random_pair(seed, n, m, rho=rho)
+    rng = np.random.default_rng(seed + 100)
+    return DiscreteLTI(A, B, rng.standard_normal((p, n)), rng.standard_normal((p, m)))
+
+
+def reduced_weighted(res):
+    """G~_r: the weighted system reduced by the same projection."""
+    Gt = res.weighted_system
+    return DiscreteLTI(res.reduced.A, res.Ti @ Gt.B, Gt.C @ res.T)
+
+
+def right_multiply(G: DiscreteLTI, S: np.ndarray) -> DiscreteLTI:
+    return DiscreteLTI(G.A, G.B @ S, G.C, G.D @ S)
+
+
+def check_between(lower, value, upper):
+    slack = 1e-9 * max(upper, 1.0)
+    assert lower - slack <= value <= upper + slack, (lower, value, upper)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), st.integers(1, 3), st.integers(1, 2),
+       st.data())
+def test_white_covariance_weighted_bound_is_the_bound_of_G_W_half(seed, n, m, p, data):
+    hinf_norm = _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(seed, n, m, p)
+    rng = np.random.default_rng(seed + 3)
+    V = rng.standard_normal((m, m))
+    W = V @ np.diag(10.0 ** rng.uniform(-4, 1, m)) @ V.T
+    r = data.draw(st.integers(0, n - 1))
+    res = weighted_balanced_truncation(G, input_covariance=W, order=r)
+    assert res.order == r and res.certified and not res.modified
+    E = G - res.reduced
+    Wh = sla.sqrtm(W).real
+    check_between(res.weighted_lower_bound, hinf_norm(right_multiply(E, Wh)).value,
+                  res.weighted_error_bound)
+    assert res.shaped_error_bound == res.weighted_error_bound
+    check_between(res.lower_bound, hinf_norm(E).value, res.error_bound)
+    # G~ = G W^{1/2} exactly: same transfer function
+    H1 = res.weighted_system.frequency_response([0.3, 2.0])
+    H2 = right_multiply(G, Wh).frequency_response([0.3, 2.0]) - G.D @ Wh
+    assert np.allclose(H1, H2, rtol=1e-10, atol=1e-10 * np.abs(H2).max())
+
+
+def test_shaping_filter_bound_holds_for_G_minus_Gr_times_F():
+    hinf_norm = _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(21, 8, 3, 2)
+    rng = np.random.default_rng(22)
+    F = DiscreteLTI(np.array([[0.95, 0.0], [0.1, -0.6]]), rng.standard_normal((2, 3)),
+                    rng.standard_normal((3, 2)), 0.1 * rng.standard_normal((3, 3)))
+    for r in (1, 3, 5, 7):
+        res = weighted_balanced_truncation(G, shaping_filter=F, order=r)
+        E = G - res.reduced
+        shaped = hinf_norm(F.series(E)).value  # ||(G - G_r) F||_inf
+        assert shaped <= res.shaped_error_bound
+        check_between(res.weighted_lower_bound, hinf_norm(res.weighted_system
+                                                          - reduced_weighted(res)).value,
+                      res.weighted_error_bound)
+        check_between(res.lower_bound, hinf_norm(E).value, res.error_bound)
+        assert res.input_model == "shaping_filter" and res.certified
+
+
+def test_data_driven_and_finite_horizon_bounds_hold():
+    hinf_norm = _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(23, 7, 2, 2)
+    u = np.random.default_rng(24).standard_normal((40, 300, 2)) * np.array([1.0, 0.05])
+    P = state_covariance(G.A, G.B, u, burn_in=100)
+    for kwargs in ({"state_covariance": P}, {"state_covariance": P, "horizon": 40},
+                   {"input_covariance": np.diag([1.0, 0.0025]), "horizon": 40}):
+        for r in (1, 4):
+            res = weighted_balanced_truncation(G, order=r, **kwargs)
+            assert res.modified  # sampling noise / finite horizon: Gramians repaired
+            E = G - res.reduced
+            check_between(res.weighted_lower_bound,
+                          hinf_norm(res.weighted_system - reduced_weighted(res)).value,
+                          res.weighted_error_bound)
+            check_between(res.lower_bound, hinf_norm(E).value, res.error_bound)
+            if "input_covariance" in kwargs:
+                Wh = np.diag([1.0, 0.05])
+                assert hinf_norm(right_multiply(E, Wh)).value <= res.shaped_error_bound
+            else:
+                assert res.shaped_error_bound is None
+
+
+def test_identity_covariance_is_plain_balanced_truncation():
+    _needs_reduction()
+    from lti.balanced import balanced_truncation
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(25, 6, 2, 2)
+    res = weighted_balanced_truncation(G, input_covariance=np.eye(2), order=3)
+    plain = balanced_truncation(G, order=3)
+    assert np.allclose(res.hsv, res.unweighted_hsv, rtol=1e-10, atol=1e-12)
+    assert res.weighted_error_bound == pytest.approx(res.unweighted_error_bound, rel=1e-10)
+    assert res.error_bound == pytest.approx(plain.error_bound, rel=1e-10)
+    w = np.linspace(0, np.pi, 7)
+    assert np.allclose(res.reduced.frequency_response(w), plain.reduced.frequency_response(w),
+                       rtol=1e-8, atol=1e-10)
+
+
+def test_weighting_wins_under_its_input_model_and_loses_outside_it():
+    hinf_norm = _needs_reduction()
+    from lti.balanced import balanced_truncation
+    from lti.datadriven import weighted_balanced_truncation
+
+    # input 1 drives slow modes weakly, input 2 drives fast modes strongly
+    a = np.array([0.95, 0.9, 0.85, 0.5, 0.4, 0.3])
+    B = np.zeros((6, 2))
+    B[:3, 0], B[3:, 1] = 1.0, 30.0
+    G = DiscreteLTI(np.diag(a), B, np.ones((1, 6)))
+    W = np.diag([1.0, 1e-6])  # but the data almost never use input 2
+    Wh = np.sqrt(W)
+    res = weighted_balanced_truncation(G, input_covariance=W, order=3)
+    plain = balanced_truncation(G, order=3)
+    e_w = hinf_norm(right_multiply(G - res.reduced, Wh)).value
+    e_p = hinf_norm(right_multiply(G - plain.reduced, Wh)).value
+    assert e_w < 0.1 * e_p  # far better for the inputs actually seen
+    assert hinf_norm(G - res.reduced).value > hinf_norm(G - plain.reduced).value  # worse outside
+    assert res.unweighted_error_bound < hinf_norm(G - res.reduced).value  # not a bound here
+
+
+def test_enns_option_reports_uncertified_bounds_as_nan():
+    _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(26, 5, 2, 1)
+    P = state_covariance(G.A, G.B, np.random.default_rng(27).standard_normal((5, 50, 2)))
+    res = weighted_balanced_truncation(G, state_covariance=P, order=2, gramian="enns")
+    assert not res.certified
+    assert np.isnan(res.weighted_error_bound) and np.isnan(res.error_bound)
+    assert np.allclose(res.controllability_gramian, P)
+    ok = weighted_balanced_truncation(G, input_covariance=np.eye(2), order=2, gramian="enns")
+    assert ok.certified and np.isfinite(ok.weighted_error_bound)
+
+
+def test_weighted_truncation_rejects_bad_input():
+    _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+    from lti.exceptions import NotSymmetricError
+
+    G = random_system(28, 3, 2, 1)
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        weighted_balanced_truncation(G, order=1)
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        weighted_balanced_truncation(G, input_covariance=np.eye(2), state_covariance=np.eye(3))
+    with pytest.raises(InvalidArgumentError, match="gramian"):
+        weighted_balanced_truncation(G, input_covariance=np.eye(2), gramian="wsl")
+    with pytest.raises(ShapeError, match=r"\(n, n\)"):
+        weighted_balanced_truncation(G, state_covariance=np.eye(2), order=1)
+    with pytest.raises(NotSymmetricError):
+        weighted_balanced_truncation(G, state_covariance=np.triu(np.ones((3, 3))), order=1)
+    with pytest.raises(ShapeError, match=r"\(m, m\)"):
+        weighted_balanced_truncation(G, input_covariance=np.eye(3), order=1)
+    with pytest.raises(UnstableSystemError, match="1.1"):
+        weighted_balanced_truncation(DiscreteLTI(np.diag([1.1, 0.2]), np.eye(2), np.ones((1, 2))),
+                                     input_covariance=np.eye(2), order=1)
+    with pytest.raises(InvalidArgumentError, match="DiscreteLTI"):
+        weighted_balanced_truncation(np.eye(3), input_covariance=np.eye(2))
+
+
+def test_float32_states_are_accumulated_in_float64():
+    rng = np.random.default_rng(29)
+    s = (1e4 + rng.standard_normal((4, 300, 2))).astype(np.float32)
+    acc = StateCovarianceAccumulator(n=2)
+    acc.update_states(s)
+    ref = np.einsum("bti,btj->ij", s.astype(np.float64), s.astype(np.float64)) / 1200
+    assert acc.finalize().dtype == np.float64
+    assert rel(acc.finalize(), ref) < 1e-13
