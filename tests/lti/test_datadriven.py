@@ -496,3 +496,21 @@ def test_float32_states_are_accumulated_in_float64():
     ref = np.einsum("bti,btj->ij", s.astype(np.float64), s.astype(np.float64)) / 1200
     assert acc.finalize().dtype == np.float64
     assert rel(acc.finalize(), ref) < 1e-13
+
+
+def test_singular_input_covariance_certifies_only_the_weighted_error():
+    hinf_norm = _needs_reduction()
+    from lti.datadriven import weighted_balanced_truncation
+
+    G = random_system(30, 5, 2, 1)
+    W = np.array([[1.0, 1.0], [1.0, 1.0]])  # inputs always equal: rank one
+    res = weighted_balanced_truncation(G, input_covariance=W, order=2)
+    assert res.input_gain == np.inf and res.error_bound == np.inf
+    Wh = W / np.sqrt(2.0)  # W = v v^T with v = (1, 1): W^{1/2} = v v^T / |v|
+    check_between(res.weighted_lower_bound, hinf_norm(right_multiply(G - res.reduced, Wh)).value,
+                  res.weighted_error_bound)
+    # same HSVs as the single-input system driven along v
+    from lti import hankel_singular_values
+
+    single = DiscreteLTI(G.A, G.B @ np.ones((2, 1)), G.C)
+    assert np.allclose(res.hsv, hankel_singular_values(single), rtol=1e-9, atol=1e-12)
