@@ -564,7 +564,8 @@ class DiagonalSSM(nn.Module):
             Input sequence (any ``L >= 0``).
         state : torch.Tensor, shape (B, N), optional
             State before the first step (e.g. the `state` returned for the previous piece);
-            zeros by default.
+            zeros by default. In complex/mixed mode it is complex and the entries of the real
+            modes (the first ``n_real``) are real (their imaginary parts are ignored).
         return_state : bool, optional
             Also return the final state.
 
