@@ -67,12 +67,10 @@ autodoc_member_order = "bysource"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_attributes_as_param_list = True
-# Sections of the generated API pages: (package, extra public submodules documented
-# as a whole). Submodules that do not exist yet are skipped with a message.
-apigen_packages = {
-    "lti": ["lti.testing.strategies", "lti.plotting"],
-    "adapters": ["adapters.scan"],
-}
+# Sections of the generated API pages: package -> extra submodules documented even
+# without an ``__all__`` (every public submodule that defines ``__all__`` is documented
+# anyway). Submodules that do not exist yet are skipped with a message.
+apigen_packages = {"lti": ["lti.testing.strategies"], "adapters": ["adapters.scan"]}
 apigen_outdir = "api/generated"
 
 # -- Executed tutorials (matplotlib plot directive) ------------------------------------

@@ -1,10 +1,10 @@
 """Generate the API reference pages from the packages' ``__all__`` at build time.
 
 For every package named in the ``apigen_packages`` config value this writes
-``<apigen_outdir>/<package>.rst``: one autosummary table per defining module (in the
-order the modules first appear in ``__all__``), exceptions last, then one section per
-extra public submodule (``lti.testing.strategies``, ``adapters.scan``) listing that
-submodule's ``__all__`` (or its public functions and classes). Autosummary then writes
+``<apigen_outdir>/<package>.rst``: one autosummary table per defining module of the
+names in the package's ``__all__`` (in the order the modules first appear), exceptions
+last, then one section per public submodule that defines ``__all__`` (plus the extra
+ones named in the config), listing the names the package does not re-export. Autosummary then writes
 one stub page per name. A file is rewritten only when its text changes, so incremental
 builds stay incremental.
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -62,6 +63,30 @@ def public_names(module) -> list[str]:
         and (inspect.isfunction(obj) or inspect.isclass(obj))
         and getattr(obj, "__module__", None) == module.__name__
     )
+
+
+def _reexported(modname: str, name: str) -> bool:
+    """Whether a parent package of ``modname`` exposes ``name`` as the very same object."""
+    obj = getattr(importlib.import_module(modname), name)
+    parts = modname.split(".")
+    for i in range(1, len(parts)):
+        parent = importlib.import_module(".".join(parts[:i]))
+        if name in getattr(parent, "__all__", ()) and getattr(parent, name, None) is obj:
+            return True
+    return False
+
+
+def _submodules(pkg, extra: list[str]) -> list[str]:
+    """Public submodules that define ``__all__``, plus the ``extra`` ones, sorted."""
+    found = set(extra)
+    for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        parts = info.name.split(".")
+        if any(part.startswith("_") for part in parts) or parts[-1] == "demo":
+            continue
+        module = importlib.import_module(info.name)
+        if hasattr(module, "__all__"):
+            found.add(info.name)
+    return sorted(found)
 
 
 def _title(modname: str) -> str:
@@ -118,7 +143,7 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
         parts.append(_heading("Exceptions", "-"))
         parts.append(_table(package, exceptions))
         documented += [f"{package}.{n}" for n in exceptions]
-    for modname in submodules:
+    for modname in _submodules(pkg, submodules):
         try:
             module = importlib.import_module(modname)
         except ModuleNotFoundError as exc:
@@ -126,8 +151,10 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
                 raise
             logger.info("apigen: %s does not exist (yet); not documented", modname)
             continue
-        # Names the package re-exports are documented once, at the package level.
-        names = [n for n in public_names(module) if getattr(pkg, n, None) is not getattr(module, n)]
+        # Names a parent package re-exports are documented once, at that level;
+        # submodules listed in ``__all__`` get their own section instead.
+        names = [n for n in public_names(module)
+                 if not _reexported(modname, n) and not inspect.ismodule(getattr(module, n))]
         if not names:
             continue
         parts.append(f".. _api-{modname}:\n")
