@@ -308,8 +308,8 @@ class DiagonalSSM(nn.Module):
         >>> B = np.array([[1.0, 2.0], [0.5, 0.0], [1 - 1j, 2j]])
         >>> C = np.array([[1.0, 0.0, 0.5 + 0.5j], [0.0, 1.0, -1j]])
         >>> ssm = DiagonalSSM.from_discrete(a, B, C, dtype=torch.float64)
-        >>> a2, B2, C2 = ssm.discrete()
-        >>> bool(np.abs(a2.numpy() - a).max() < 1e-14 and np.abs(B2.numpy() - B).max() < 1e-14)
+        >>> a2, B2, C2 = (t.detach().numpy() for t in ssm.discrete())
+        >>> bool(np.abs(a2 - a).max() < 1e-14 and np.abs(B2 - B).max() < 1e-14)
         True
         """
         a = _as_numpy(a, "a")
