@@ -9,20 +9,23 @@ How it works. :func:`adapters.inject` gives the model an :class:`AdapterRuntime`
 a forward pre-hook and a forward hook on the top-level model. The pre-hook reads the call's
 ``cache`` (``past_key_values``) and ``attention_mask``:
 
-* no cache and ``use_cache`` false (training, plain forward): every sequence starts from the
-  zero state; nothing is stored;
-* an empty cache (or none, with ``use_cache`` true): a new sequence; the adapters run their
-  parallel scan and the final states are stored **on the cache object** the call returns;
+* no cache, and ``use_cache`` false or the model in training mode: every sequence starts from
+  the zero state; nothing is stored (training stays purely parallel);
+* an empty cache (or none, with ``use_cache`` true in eval mode): a new sequence; the adapters
+  run their parallel scan and the final states are stored **on the cache object** the call
+  returns;
 * a non-empty cache: a continuation; each adapter starts from the state stored on that cache
-  for exactly ``cache.get_seq_length()`` past tokens (one-token steps use ``adapter.step``).
+  for exactly ``cache.get_seq_length()`` past tokens (a one-token chunk uses
+  ``adapter.step``, a longer one the parallel scan from that state).
 
 Padded positions (``attention_mask == 0``) feed a zero stream, so a left-padded row reaches its
 first real token with the zero state, as the unpadded row does. Storing states on the cache
 means they follow the cache: the cache's ``reorder_cache`` (beam search),
-``batch_select_indices`` and ``batch_repeat_interleave`` are extended to apply the same
-permutation to the states, and a ``crop`` (assisted decoding) back into the last continuation
-chunk of at most :data:`HISTORY_MAX_LEN` tokens restores the state recorded there. Nothing
-depends on ``cache_position``.
+``batch_select_indices`` and ``batch_repeat_interleave`` are extended (on that instance) to
+apply the same permutation to the states, and ``copy.deepcopy(cache)`` copies them. The states
+after each of the last :data:`HISTORY_MAX_LEN` tokens of the latest chunk are kept too, so a
+``crop`` back into that chunk (assisted decoding rejecting draft tokens) resumes exactly; a
+crop further back raises :class:`AdapterError`. Nothing depends on ``cache_position``.
 """
 
 from __future__ import annotations
@@ -41,8 +44,8 @@ from adapters.exceptions import AdapterError, AdapterShapeError
 
 __all__ = ["AdapterRuntime", "HISTORY_MAX_LEN", "get_adapter_states"]
 
-#: Continuation chunks up to this length are decoded step by step and their per-token states
-#: kept, so a cache cropped back into that chunk (assisted decoding) can resume exactly.
+#: Per-token states are kept for this many final tokens of each chunk, so a cache cropped back
+#: by up to this many tokens (assisted decoding) can resume exactly.
 HISTORY_MAX_LEN = 64
 
 _CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
@@ -93,8 +96,8 @@ class _Context:
     cache: Any
     initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
     length: int | None = None
-    keep_history: bool = False
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
+    start_states: dict[str, torch.Tensor] = field(default_factory=dict)
     history: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
 
@@ -225,7 +228,8 @@ class AdapterRuntime:
         mask = bound.get("attention_mask")
         if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
             mask = None  # 4-D / custom masks: no padding information to use
-        stateful = cache is not None or bool(use_cache)
+        # A training forward without a cache stays stateless even if the config says use_cache.
+        stateful = cache is not None or (bool(use_cache) and not module.training)
         past = _seq_length(cache) if stateful else 0
         initial = None
         if stateful and past > 0:
@@ -252,12 +256,10 @@ class AdapterRuntime:
         seen = _seq_length(cache)
         if seen != ctx.past + ctx.length:
             return None  # the cache did not take this chunk: keep the states that match it
-        keep = ctx.keep_history and len(ctx.history) == len(ctx.new_states)
+        kept = len(next(iter(ctx.history.values())))
         _store_on_cache(cache, self.uid, _StateRecord(
-            seen=seen, states=ctx.new_states,
-            chunk_start=ctx.past if keep else None,
-            start_states=ctx.initial if keep else None,
-            history=ctx.history if keep else None,
+            seen=seen, states=ctx.new_states, chunk_start=seen - kept,
+            start_states=ctx.start_states, history=ctx.history,
         ))
         return None
 
@@ -293,16 +295,34 @@ class AdapterRuntime:
                     f"batch {batch}; reorder/select the cache with its own methods"
                 )
         ctx.length = length
-        if s0 is not None and length <= HISTORY_MAX_LEN:
-            ctx.keep_history = True
-            ys, states, s = [], [], s0
-            for t in range(length):  # one-token decode steps (the usual L = 1)
-                y_t, s = adapted.adapter.step(u[:, t], s)  # (B, H), (B, N)
-                ys.append(y_t)
-                states.append(s.detach())
-            y = torch.stack(ys, dim=1)  # (B, L, H)
-            ctx.history[key] = states
+        adapter = adapted.adapter
+        k = min(length, HISTORY_MAX_LEN)  # the last k tokens keep per-token states (crop)
+        head = length - k
+        ys, s = [], s0
+        if head > 0:
+            y_head, s = adapter(u[:, :head], s, return_state=True)  # parallel scan
+            ys.append(y_head)
+        start = s if s is not None else adapter.initial_state(batch, u.device)
+        if k == 1:
+            y_t, s = adapter.step(u[:, head], s)  # one-token decode step
+            ys.append(y_t[:, None])
+            trajectory = [s.detach()]
         else:
-            y, s = adapted.adapter(u, s0, return_state=True)  # parallel scan
+            y_tail, s = adapter(u[:, head:], s, return_state=True)  # parallel scan
+            ys.append(y_tail)
+            trajectory = _trajectory(adapter.ssm, u[:, head:], start)
         ctx.new_states[key] = s.detach()
-        return y
+        ctx.start_states[key] = start.detach()
+        ctx.history[key] = trajectory
+        return ys[0] if len(ys) == 1 else torch.cat(ys, dim=1)
+
+
+@torch.no_grad()
+def _trajectory(ssm: nn.Module, u: torch.Tensor, s0: torch.Tensor) -> list[torch.Tensor]:
+    """States after each token of ``u`` (B, K, H) from ``s0`` (B, N): K tensors (B, N)."""
+    from adapters.scan import chunked_scan
+
+    a, b, _ = ssm.discrete()  # (N,), B̄ (N, H), modes ordered as the state
+    v = torch.einsum("bkh,nh->bkn", u.to(b.dtype), b)  # (B, K, N)
+    states, _ = chunked_scan(v, a, s0.to(v.dtype))  # (B, K, N)
+    return list(states.to(s0.dtype).unbind(1))

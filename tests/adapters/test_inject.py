@@ -44,7 +44,8 @@ class Block(nn.Module):
     def __init__(self, width: int) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+        self.ffn = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(),
+                                 nn.Linear(2 * width, width))
 
     def forward(self, x):
         return x + self.ffn(self.norm(x))
