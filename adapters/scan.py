@@ -89,8 +89,7 @@ def _validate(u, a, s0):
         _check_float("s0", s0)
         if s0.shape != (u.shape[0], u.shape[2]):
             raise AdapterShapeError(
-                f"`s0` must have shape (B, N) = {(u.shape[0], u.shape[2])}; "
-                f"got {tuple(s0.shape)}"
+                f"`s0` must have shape (B, N) = {(u.shape[0], u.shape[2])}; got {tuple(s0.shape)}"
             )
     return a
 
