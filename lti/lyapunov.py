@@ -109,6 +109,8 @@ def _to_complex_schur(T: np.ndarray, Z: np.ndarray):
         return Tc, Zc, idx, np.zeros((0, 2, 2), dtype=np.complex128)
     a, b = T[idx - 1, idx - 1], T[idx - 1, idx]
     c, d = T[idx, idx - 1], T[idx, idx]
+    scale = np.max(np.abs([a, b, c, d]), axis=0)  # rotations are scale invariant
+    a, b, c, d = a / scale, b / scale, c / scale, d / scale
     lam = 0.5 * (a + d) + np.sqrt((0.25 * (a - d) ** 2 + b * c).astype(np.complex128))
     mu = lam - d
     r = np.hypot(np.abs(mu), np.abs(c))
@@ -531,7 +533,7 @@ def _hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
         # the first m rows of H [C2; y^H] are the new right-hand side factor.
         w = np.empty(m + 1, dtype=dtype)
         w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > 0 else 1.0
+        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
         v = w.copy()
         v[m] += phase * np.linalg.norm(w)
         vv = np.real(np.vdot(v, v))
@@ -552,6 +554,7 @@ def _hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
     C = np.array(C, dtype=dtype, order="F", copy=True)
     U = np.zeros((n, n), dtype=dtype)
     dc = np.conj(d)
+    tiny = 1e-290
     for j in range(n):
         alpha = d[j]
         c = C[:, j]
@@ -572,7 +575,7 @@ def _hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
         U[j, j + 1 :] = np.conj(u)
         w = np.empty(m + 1, dtype=dtype)
         w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > 0 else 1.0
+        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
         v = w.copy()
         v[m] += phase * np.linalg.norm(w)
         vv = np.real(np.vdot(v, v))

@@ -10,6 +10,7 @@ with n states, m inputs and p outputs, as read-only float64 arrays.
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -332,7 +333,9 @@ class DiscreteLTI:
         if T.shape != (self.n, self.n):
             raise ShapeError(f"`T` must have shape (n, n) = {(self.n, self.n)}; got {T.shape}")
         try:
-            lu = sla.lu_factor(T, check_finite=False)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sla.LinAlgWarning)
+                lu = sla.lu_factor(T, check_finite=False)
         except (np.linalg.LinAlgError, ValueError) as exc:
             raise InvalidArgumentError("`T` must be invertible") from exc
         if self.n and np.min(np.abs(np.diag(lu[0]))) == 0.0:
