@@ -191,3 +191,18 @@ def test_smollm2_loads_offline_and_predicts():
     # a real pretrained LM is far better than uniform on ordinary text
     loss = causal_lm_loss(logits, ids)
     assert float(loss) < 0.6 * math.log(logits.shape[-1])
+
+
+def test_presets_fit_their_backbone_and_validate():
+    from adapters.presets import PRESETS, Preset, get_preset
+
+    assert get_preset("quick") is PRESETS["quick"]
+    for preset in PRESETS.values():
+        assert preset.sequence_length <= preset.backbone.n_positions
+        data = (dfa_task(2, k=preset.k, length=preset.length, seed=0) if preset.task == "dfa"
+                else parity_task(2, length=preset.length, seed=0))
+        assert data.input_ids.shape[1] == preset.sequence_length
+    with pytest.raises(AdapterConfigError, match="`name`"):
+        get_preset("huge")
+    with pytest.raises(AdapterConfigError, match="n_positions"):
+        Preset(**{**PRESETS["quick"].__dict__, "length": 500})

@@ -1,0 +1,150 @@
+"""Named experiment presets: backbone recipe, task, and training budgets for the main job.
+
+``quick`` is the command line's default: the whole main job (pretrain the backbone, train
+LoRA and HRM, calibrate, reduce, phase 2, evaluate) is sized to finish within 10 minutes on
+two CPU cores. ``small`` and ``paper`` are larger: longer contexts (the benchmark grid's
+lengths), a longer-pretrained backbone and more steps; they are meant for the benchmark grid
+and a machine with time to spare.
+
+The step counts come from measurements on this project's 2-core machine (see the issue's
+report); a frozen 4-layer backbone reaches chance-to-majority accuracy on in-context DFA
+execution within a few hundred adapter steps, so ``quick`` checks the pipeline, not the claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .backbone import BackboneConfig
+from .exceptions import AdapterConfigError
+from .tasks import MAX_STATES
+
+__all__ = ["PRESETS", "Preset", "get_preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything the main job needs besides the adapter configs' own defaults.
+
+    Attributes
+    ----------
+    name : str
+    backbone : BackboneConfig
+        Recipe of the frozen, pretrained character GPT-2.
+    task : {"dfa", "parity"}
+    k : int
+        DFA states (ignored for parity, whose answers are 2 classes).
+    length : int
+        Input symbols T per sample.
+    batch_size : int
+        Training batch size (fresh samples every step).
+    steps : int
+        Phase-1 optimiser steps, the same for LoRA and HRM.
+    phase2_steps : int
+        Fine-tuning steps of the reduced HRM adapter.
+    lr_hrm, lr_lora : float
+        Peak learning rates (cosine decay, 10 % warm-up).
+    n_test : int
+        Size of the fixed, paired test set (same samples for every method).
+    n_calibration : int
+        Number of training-distribution samples streamed through the adapters to build the
+        empirical Gramians.
+    state_size : int
+        HRM state size N before reduction.
+    tol : float
+        Relative Hankel-singular-value tolerance of the reduction (keep sigma_i / sigma_1 >= tol).
+    seed : int
+        Training seed; the test set uses ``seed + 10_000``.
+    """
+
+    name: str
+    backbone: BackboneConfig
+    task: str
+    k: int
+    length: int
+    batch_size: int
+    steps: int
+    phase2_steps: int
+    lr_hrm: float
+    lr_lora: float
+    n_test: int
+    n_calibration: int
+    state_size: int = 32
+    tol: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in ("dfa", "parity"):
+            raise AdapterConfigError(f"`task` must be 'dfa' or 'parity'; got {self.task!r}")
+        if self.task == "dfa" and not 2 <= self.k <= MAX_STATES:
+            raise AdapterConfigError(f"`k` must lie in [2, {MAX_STATES}]; got {self.k!r}")
+        for name in ("length", "batch_size", "steps", "phase2_steps", "n_test",
+                     "n_calibration", "state_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise AdapterConfigError(f"`{name}` must be a positive integer; got {value!r}")
+        if self.sequence_length > self.backbone.n_positions:
+            raise AdapterConfigError(
+                f"a {self.task} sample of length={self.length} has {self.sequence_length} "
+                f"tokens, more than the backbone's n_positions={self.backbone.n_positions}"
+            )
+        if not 0.0 < self.tol < 1.0:
+            raise AdapterConfigError(f"`tol` must lie in (0, 1); got {self.tol!r}")
+
+    @property
+    def n_classes(self) -> int:
+        """Number of possible answers: ``k`` for DFA, 2 for parity."""
+        return self.k if self.task == "dfa" else 2
+
+    @property
+    def sequence_length(self) -> int:
+        """Tokens per sample: ``2k + T + 3`` (DFA) or ``T + 2`` (final-mode parity)."""
+        return 2 * self.k + self.length + 3 if self.task == "dfa" else self.length + 2
+
+
+PRESETS: dict[str, Preset] = {
+    preset.name: preset
+    for preset in (
+        Preset(
+            name="quick",
+            backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=64, steps=300,
+                                    batch_size=16, lr=3e-3, warmup_steps=30),
+            task="dfa", k=2, length=16, batch_size=32, steps=200, phase2_steps=100,
+            lr_hrm=1e-2, lr_lora=3e-3, n_test=1000, n_calibration=256,
+        ),
+        Preset(
+            name="small",
+            backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=256,
+                                    steps=1500, batch_size=16, lr=3e-3, warmup_steps=100),
+            task="dfa", k=4, length=64, batch_size=32, steps=1500, phase2_steps=500,
+            lr_hrm=1e-2, lr_lora=3e-3, n_test=2000, n_calibration=512,
+        ),
+        Preset(
+            name="paper",
+            backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=640,
+                                    steps=4000, batch_size=16, lr=3e-3, warmup_steps=200),
+            task="dfa", k=4, length=512, batch_size=32, steps=4000, phase2_steps=1000,
+            lr_hrm=1e-2, lr_lora=3e-3, n_test=2000, n_calibration=1024,
+        ),
+    )
+}
+
+
+def get_preset(name: str) -> Preset:
+    """Look up a preset by name.
+
+    Parameters
+    ----------
+    name : str
+        One of ``PRESETS`` (``"quick"``, ``"small"``, ``"paper"``).
+
+    Returns
+    -------
+    preset : Preset
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise AdapterConfigError(
+            f"`name` must be one of {sorted(PRESETS)}; got {name!r}"
+        ) from None
