@@ -105,11 +105,15 @@ html_theme_options = {
     "header_links_before_dropdown": 8,
     "show_toc_level": 2,
     "navigation_with_keys": False,
-    "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
 html_sidebars = {"index": [], "installation": [], "contributing": [], "comparison": []}
+# Code-heavy pages get the full width: no "on this page" column.
+html_theme_options["secondary_sidebar_items"] = {
+    "*": ["page-toc"], "theory/*": ["page-toc"], "api/**": ["page-toc"],
+    "tutorials/*": [], "quickstart/*": [],
+}
 
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 3

@@ -24,25 +24,25 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
-# Section titles for the modules that define public names; unknown modules fall back
-# to the first line of their docstring.
+# Section titles for the modules that define public names, in the order the sections
+# appear; unknown modules come last and take the first line of their docstring.
 MODULE_TITLES = {
     "lti.system": "Systems",
     "lti.lyapunov": "Lyapunov equations",
     "lti.gramians": "Gramians",
     "lti.empirical": "Empirical Gramians",
-    "lti.datadriven": "Data-driven Gramians",
+    "lti.datadriven": "Data-driven and input-weighted Gramians",
     "lti.balanced": "Hankel singular values and balanced truncation",
     "lti.norms": "System norms",
     "lti.plotting": "Plotting",
     "lti.exceptions": "Exceptions",
     "adapters.config": "Configuration",
-    "adapters.ssm": "SSM modules",
     "adapters.inject": "Injection",
+    "adapters.io": "Saving and loading",
+    "adapters.ssm": "SSM modules",
     "adapters.generation": "Generation",
     "adapters.calibrate": "Calibration",
     "adapters.reduce": "Reduction",
-    "adapters.io": "Saving and loading",
     "adapters.lora": "LoRA baseline",
     "adapters.tasks": "Tasks",
     "adapters.backbone": "Backbones",
@@ -102,7 +102,8 @@ def _heading(text: str, char: str) -> str:
 
 
 def _table(current: str, names: list[str]) -> str:
-    lines = [f".. currentmodule:: {current}", "", ".. autosummary::", "   :toctree: .", ""]
+    lines = [f".. currentmodule:: {current}", "", ".. autosummary::", "   :toctree: .",
+             "   :nosignatures:", ""]
     lines += [f"   {name}" for name in names]
     return "\n".join(lines) + "\n"
 
@@ -135,7 +136,12 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
         f"``from {package} import <name>``.\n",
     ]
     documented = []
-    for modname, names in groups.items():
+    # Known modules in the order of MODULE_TITLES (the order a reader meets them), then
+    # any others in the order they first appear in ``__all__``.
+    known = list(MODULE_TITLES)
+    ordered = sorted(groups, key=lambda m: (known.index(m) if m in known else len(known)))
+    for modname in ordered:
+        names = groups[modname]
         parts.append(_heading(_title(modname), "-"))
         parts.append(_table(package, names))
         documented += [f"{package}.{n}" for n in names]
@@ -170,12 +176,18 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
 def generate(app: Sphinx) -> None:
     outdir = Path(app.srcdir) / app.config.apigen_outdir
     outdir.mkdir(parents=True, exist_ok=True)
+    keep = set()
     for package, submodules in app.config.apigen_packages.items():
         text, documented = package_page(package, list(submodules))
         path = outdir / f"{package}.rst"
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
+        keep |= {package, *documented}
         logger.info("apigen: %s lists %d public names", package, len(documented))
+    # Stub pages of names that left the public API would be orphans: remove them.
+    for stale in outdir.glob("*.rst"):
+        if stale.stem not in keep:
+            stale.unlink()
     # Sphinx >= 8 collects the source files before ``builder-inited``; refresh the list so
     # that autosummary (which scans ``env.found_docs``) sees the pages written above.
     app.env.find_files(app.config, app.builder)
