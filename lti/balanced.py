@@ -155,8 +155,12 @@ def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
 
     if A.shape[0] and schur is None and np.any(A - np.diag(np.diag(A))):
         schur = real_schur(A)
-    Lc = lyapunov_factor(A, B, schur=schur)
-    Lo = lyapunov_factor(A, C.T, transpose=True, schur=schur)
+    # solve with B, C scaled to unit size (the factors scale linearly), so that tiny or
+    # huge data neither underflow nor overflow inside the solver
+    b = float(np.max(np.abs(B), initial=0.0)) or 1.0
+    c = float(np.max(np.abs(C), initial=0.0)) or 1.0
+    Lc = lyapunov_factor(A, B / b, schur=schur) * b
+    Lo = lyapunov_factor(A, C.T / c, transpose=True, schur=schur) * c
     return Lc, Lo
 
 
@@ -304,20 +308,22 @@ def _select_order(hsv, bounds, order, tol, nmin, stacklevel):
 # ------------------------------------------------------------------------ core
 
 
-def _orth(M: np.ndarray) -> np.ndarray:
-    return np.linalg.qr(M)[0] if M.shape[1] else M
-
-
 def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
-    """Right/left projections onto balanced directions lo..hi-1."""
-    V = Vt[lo:hi].T
-    Uk = U[:, lo:hi]
+    """Right/left projections onto balanced directions lo..hi-1.
+
+    SR: ``T = Lc V Sigma^{-1/2}``, ``Ti = Sigma^{-1/2} U^T Lo^T``. BFSR: ``Lc V = Q R``
+    (thin QR), ``T = Q``, ``Ti = R Sigma^{-1} U^T Lo^T`` -- the same left projection as
+    Varga's ``(Z^T Q)^{-1} Z^T`` with ``Z = orth(Lo U)``, without a linear solve.
+    """
+    V = Vt[lo:hi].T  # (kc, k)
+    Uk = U[:, lo:hi]  # (ko, k)
     if method == "sr":
         d = 1.0 / np.sqrt(s[lo:hi])
         return (Lc @ V) * d, (d[:, None] * Uk.T) @ Lo.T
-    Q = _orth(Lc @ V)  # (n, k)
-    Zl = _orth(Lo @ Uk)  # (n, k)
-    return Q, np.linalg.solve(Zl.T @ Q, Zl.T)
+    if hi == lo:
+        return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0]))
+    Q, R = np.linalg.qr(Lc @ V)  # (n, k), (k, k)
+    return Q, (R / s[lo:hi]) @ (Uk.T @ Lo.T)
 
 
 def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel):
@@ -447,8 +453,9 @@ def balanced_truncation(
 
     .. math:: \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le 2 \\sum_{i=r+1}^{n} \\sigma_i .
 
-    The balancing-free variant uses orthonormal bases ``T = orth(Lc V1)``,
-    ``Ti = (Z^T T)^{-1} Z^T`` with ``Z = orth(Lo U1)`` (Varga 1991). With
+    The balancing-free variant (Varga 1991) uses the orthonormal basis ``T = Q`` of
+    ``Lc V1 = Q R`` and ``Ti = (Z^T Q)^{-1} Z^T`` with ``Z = orth(Lo U1)``, computed
+    without a solve as ``Ti = R Sigma_1^{-1} U_1^T L_o^T``. With
     ``match_dc=True`` the discarded minimal coordinates ``x2`` obey
     ``x2 = A21 x1 + A22 x2 + B2 u``, giving
     ``A_r = A11 + A12 (I - A22)^{-1} A21`` and so on (discrete singular perturbation).

@@ -360,12 +360,17 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     theta_pk, gamma_lb = _polish(G, lo, hi, float(theta[i]), float(f[i]))
     if gamma_lb == 0.0:
         return HinfNorm(0.0, 0.0)
-    cayley = _Cayley(G, _choose_cayley_point(G, theta, f, gamma_lb))
+    # the level sets of G / gamma_lb, with B and C balanced in size: well scaled whatever
+    # the magnitude of the data (the gains themselves are always evaluated on G)
+    bn, cn = float(np.max(np.abs(G.B))), float(np.max(np.abs(G.C))) / gamma_lb
+    beta = np.sqrt(cn) / np.sqrt(bn) if bn > 0 and cn > 0 else 1.0
+    Gn = DiscreteLTI(G.A, G.B * beta, (G.C / gamma_lb) / beta, G.D / gamma_lb, G.dt)
+    cayley = _Cayley(Gn, _choose_cayley_point(G, theta, f, gamma_lb))
     # ---- step 2: level-set iterations
-    im_tol = 1e-8
+    im_tol, scale = 1e-8, gamma_lb
     for _ in range(100):
         gamma = (1.0 + 2.0 * tol) * gamma_lb
-        cross = cayley.crossings(gamma, im_tol)
+        cross = cayley.crossings(gamma / scale, im_tol)
         if cross.size == 0:
             break
         pts = np.unique(np.concatenate([[0.0], cross, [np.pi]]))

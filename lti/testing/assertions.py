@@ -90,8 +90,10 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-6, atol=None
     rtol : float, optional
         Relative slack on both bounds (rounding in the reduction and the norm).
     atol : float, optional
-        Absolute slack; default ``1e-10 * max(n, 1) * sigma_1`` (the Hankel norm of the
-        stable part), the level of rounding errors of the reduction itself.
+        Absolute slack; default ``1e-10 * max(n, 1) * max(sigma_1, ||B||_F ||C||_F)``
+        (``sigma_1`` the Hankel norm of the stable part), the level of rounding errors of
+        the reduction and of the norm: HSVs and frequency responses are accurate to about
+        ``eps`` relative to those scales, not relative to each tiny HSV.
 
     Returns
     -------
@@ -119,7 +121,9 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-6, atol=None
     G = as_discrete_system(sys)
     hsv = np.asarray(result.hsv, dtype=np.float64)
     if atol is None:
-        atol = 1e-10 * max(G.n, 1) * (float(hsv[0]) if hsv.size else 0.0)
+        s1 = float(hsv[0]) if hsv.size else 0.0
+        scale = max(s1, float(np.linalg.norm(G.B) * np.linalg.norm(G.C)))
+        atol = 1e-10 * max(G.n, 1) * scale
     atol = _check_rtol("atol", atol)
     err = reduction_error(G, result)
     lo = float(result.lower_bound) * (1.0 - rtol) - atol

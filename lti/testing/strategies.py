@@ -89,8 +89,10 @@ def _floats(lo: float, hi: float):
     return st.floats(lo, hi, allow_nan=False, allow_infinity=False)
 
 
-def _matrix(draw, shape, lo=-1.0, hi=1.0) -> np.ndarray:
-    return draw(hnp.arrays(np.float64, shape, elements=_floats(lo, hi)))
+def _matrix(draw, shape, lo=-1.0, hi=1.0, tiny=0.0) -> np.ndarray:
+    X = draw(hnp.arrays(np.float64, shape, elements=_floats(lo, hi)))
+    X[np.abs(X) < tiny] = 0.0  # exact zeros stay (structure); no absurd magnitudes
+    return X
 
 
 def _orthogonal(draw, n: int) -> np.ndarray:
@@ -130,6 +132,7 @@ def stable_systems(
     nonnormality: float = 10.0,
     decades: float = 12.0,
     feedthrough: bool = True,
+    min_magnitude: float = 1e-6,
     dt=True,
 ) -> DiscreteLTI:
     """Strategy for Schur-stable discrete-time systems.
@@ -152,6 +155,11 @@ def stable_systems(
         Approximate spread, in decades, of the HSVs of the "hsv_decades" family (> 0).
     feedthrough : bool, optional
         Draw a non-zero ``D`` as well (otherwise ``D = 0``).
+    min_magnitude : float, optional
+        Drawn entries of ``B``, ``C``, ``D`` and of the dense / non-normal parts of ``A``
+        below this magnitude are set to exactly 0 (>= 0). Zeros (non-minimal systems)
+        remain in the search space, entries like 1e-300 next to 1 do not; pass 0 to allow
+        them.
     dt : True or float, optional
         Sampling time of the drawn systems.
 
@@ -179,6 +187,9 @@ def stable_systems(
         raise InvalidArgumentError(f"`max_radius` must be in (0, 1); got {max_radius!r}")
     if not 0.0 < min_distance <= 0.01:
         raise InvalidArgumentError(f"`min_distance` must be in (0, 0.01]; got {min_distance!r}")
+    if not 0.0 <= min_magnitude < 1.0:
+        raise InvalidArgumentError(f"`min_magnitude` must be in [0, 1); got {min_magnitude!r}")
+    tiny = float(min_magnitude)
     n_lo, n_hi = _as_range("n", n, 0)
     m_lo, m_hi = _as_range("m", m, 1)
     p_lo, p_hi = _as_range("p", p, 1)
@@ -186,11 +197,11 @@ def stable_systems(
     n = draw(st.integers(n_lo, n_hi))
     m = draw(st.integers(m_lo, m_hi))
     p = draw(st.integers(p_lo, p_hi))
-    B = _matrix(draw, (n, m))
-    C = _matrix(draw, (p, n))
-    D = _matrix(draw, (p, m)) if feedthrough else None
+    B = _matrix(draw, (n, m), tiny=tiny)
+    C = _matrix(draw, (p, n), tiny=tiny)
+    D = _matrix(draw, (p, m), tiny=tiny) if feedthrough else None
     if fam == "dense":
-        M = _matrix(draw, (n, n))
+        M = _matrix(draw, (n, n), tiny=tiny)
         rho = draw(_floats(0.0, max_radius))
         r0 = float(np.max(np.abs(np.linalg.eigvals(M)))) if n else 0.0
         A = M * (rho / r0) if r0 > 1e-8 else M * 0.0
@@ -215,7 +226,7 @@ def stable_systems(
             A, B, C = Q @ A @ Q.T, Q @ B, C @ Q.T
     else:  # non_normal
         lam = draw(hnp.arrays(np.float64, (n,), elements=_floats(-max_radius, max_radius)))
-        N = np.triu(_matrix(draw, (n, n), -nonnormality, nonnormality), 1)
+        N = np.triu(_matrix(draw, (n, n), -nonnormality, nonnormality, tiny), 1)
         scale = max(float(np.max(np.abs(lam), initial=0.0)), 0.1)
         Q = _orthogonal(draw, n)
         A = Q @ (np.diag(lam) + scale * N) @ Q.T
