@@ -159,9 +159,10 @@ class _ParallelScan(torch.autograd.Function):
         if need_u:
             grad_u = lam
         if need_a:
-            first = s0.unsqueeze(1) if ctx.has_s0 else torch.zeros_like(s[:, :1])  # (B, 1, N)
-            s_prev = torch.cat([first, s[:, :-1]], dim=1)  # (B, L, N), s_{t-1}
-            grad_a = (lam * s_prev.conj()).sum(dim=(0, 1))  # (N,)
+            # sum_t lam_t conj(s_{t-1}), with s_{-1} = s0
+            grad_a = (lam[:, 1:] * s[:, :-1].conj()).sum(dim=(0, 1))  # (N,)
+            if ctx.has_s0:
+                grad_a = grad_a + (lam[:, 0] * s0.conj()).sum(dim=0)
         if need_s0 and ctx.has_s0:
             grad_s0 = lam[:, 0] * ac  # (B, N)
         return grad_u, grad_a, grad_s0, None
@@ -278,7 +279,11 @@ def fft_scan(u, a, s0=None):
 
 
 def _chunked_core(u, a, s0, T):
-    """Blocked scan on validated compute-dtype tensors (no autograd; recursive over chunk ends)."""
+    """Blocked scan on validated compute-dtype tensors (no autograd; recursive over chunk ends).
+
+    One batched matmul per level does everything: each chunk's inputs, augmented by the state
+    carried into the chunk, times the ``(T + 1, T)`` matrix ``[M^T; a^(t+1)]`` of its mode.
+    """
     Bsz, L, N = u.shape
     T = max(1, min(T, L))
     nc = -(-L // T)  # number of chunks
@@ -289,21 +294,23 @@ def _chunked_core(u, a, s0, T):
     Pw = _powers(a, T + 1, wide)  # (T + 1, N), a^k in float64/complex128
     P = Pw.to(u.dtype)
     idx = torch.arange(T, device=u.device)
-    diff = idx[:, None] - idx[None, :]  # (T, T), t - j
-    M = P[diff.clamp(min=0)] * (diff >= 0).unsqueeze(-1)  # (T, T, N), a^(t-j), causal
-    x = u.reshape(Bsz * nc, T, N).permute(2, 0, 1).contiguous()  # (N, B*nc, T)
-    Mt = M.permute(2, 1, 0).contiguous()  # (N, T_j, T_t), M transposed per mode
-    local = torch.bmm(x, Mt)  # (N, B*nc, T), zero-state chunk scans
-    local = local.permute(1, 2, 0).reshape(Bsz, nc, T, N)  # (B, nc, T, N), contiguous copy
+    diff = idx[None, :] - idx[:, None]  # (T_j, T_t), t - j
+    W = torch.empty((N, T + 1, T), dtype=u.dtype, device=u.device)  # per mode: rows j, cols t
+    W[:, :T] = (P[diff.clamp(min=0)] * (diff >= 0).unsqueeze(-1)).permute(2, 0, 1)  # a^(t-j)
+    W[:, T] = P[1:].T  # carry row: a^(t+1)
+    X = torch.empty((N, Bsz * nc, T + 1), dtype=u.dtype, device=u.device)
+    X[..., :T] = u.reshape(Bsz * nc, T, N).permute(2, 0, 1)  # (N, B*nc, T) chunk inputs
     if nc == 1:
-        prev = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        X[..., T] = 0 if s0 is None else s0.T  # (N, B)
     else:
-        ends = local[:, :-1, -1, :]  # (B, nc-1, N), chunk-end states from zero
-        S = _chunked_core(ends, Pw[T], s0, T)  # (B, nc-1, N), true chunk-end states (decay a^T)
-        first = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-        prev = torch.cat([first, S], dim=1)  # (B, nc, N), state before each chunk
-    s = local if prev is None else local + P[1:] * prev.unsqueeze(2)  # (B, nc, T, N)
-    return s.reshape(Bsz, nc * T, N)[:, :L]  # (B, L, N)
+        ends = torch.bmm(X[..., :T], W[:, :T, T - 1 :])  # (N, B*nc, 1), chunk ends from zero
+        ends = ends.reshape(N, Bsz, nc).permute(1, 2, 0)  # (B, nc, N)
+        S = _chunked_core(ends[:, :-1], Pw[T], s0, T)  # (B, nc-1, N), true ends (decay a^T)
+        carry = X[..., T].view(N, Bsz, nc)  # (N, B, nc) view into X
+        carry[:, :, 0] = 0 if s0 is None else s0.T
+        carry[:, :, 1:] = S.permute(2, 0, 1)
+    out = torch.bmm(X, W)  # (N, B*nc, T)
+    return out.reshape(N, Bsz, nc * T).permute(1, 2, 0)[:, :L].contiguous()  # (B, L, N)
 
 
 def chunked_scan(u, a, s0=None, chunk=64):
