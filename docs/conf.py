@@ -52,7 +52,8 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "**/.ipynb_checkpoints", "tutorials/*.py"]
+# _benchmarks/ holds measured benchmark output, included by comparison.rst.
+exclude_patterns = ["_build", "**/.ipynb_checkpoints", "_benchmarks"]
 templates_path = ["_templates"]
 # Single backticks in docstrings link to a Python object when one exists, else italics.
 default_role = "autolink"
@@ -108,7 +109,9 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
-html_sidebars = {"index": [], "installation": [], "contributing": [], "comparison": []}
+html_sidebars = {
+    "index": [], "installation": [], "method": [], "contributing": [], "comparison": [],
+}
 # Code-heavy pages get the full width: no "on this page" column.
 html_theme_options["secondary_sidebar_items"] = {
     "*": ["page-toc"], "theory/*": ["page-toc"], "api/**": ["page-toc"],
