@@ -356,3 +356,34 @@ def test_bad_systems():
         balanced_truncation(control.ss([[np.nan]], [[1.0]], [[1.0]], [[0.0]], True), order=1)
     with pytest.raises(InvalidArgumentError, match="sys"):
         balanced_truncation(np.eye(3), order=1)
+
+
+# ------------------------------------------------------------------ plot and demo
+
+
+def test_plot_hsv_marks_order_and_bounds(monkeypatch):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from lti.exceptions import MissingDependencyError
+    from lti.plotting import plot_hsv
+
+    G = _unstable_system()
+    res = balanced_truncation(G, order=5)
+    ax = plot_hsv(res, relative=True)
+    labels = [line.get_label() for line in ax.lines]
+    assert any("chosen order r = 5" in lab for lab in labels)
+    assert any("error bound" in lab for lab in labels)
+    assert any("lower bound" in lab for lab in labels)
+    ydata = ax.lines[0].get_ydata()
+    assert np.allclose(ydata, res.hsv / res.hsv[0])
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib.pyplot", None)
+    with pytest.raises(MissingDependencyError, match=r"\[plot\]"):
+        plot_hsv(res)
+
+
+def test_demo_runs_and_reports_error_within_bounds(capsys):
+    from lti.demo import main
+
+    assert main(["--n", "40", "--tol", "1e-4"]) == 0
+    out = capsys.readouterr().out
+    assert "within the bounds" in out and "leading Hankel singular values" in out
