@@ -1,7 +1,7 @@
 # ruff: noqa: E402  (imports appear where the page introduces them)
 """Quickstart for LLM fine-tuning people: put HRM adapters into a frozen causal LM, train
-them, generate with a KV cache, save and reload them, and look at how many states each
-layer needs. Uses a tiny randomly initialised GPT-2 so that it runs in seconds without
+them, generate with a KV cache, save and reload them, and shrink them by balanced
+truncation. Uses a tiny randomly initialised GPT-2 so that it runs in seconds without
 downloads; ``tests/test_docs.py`` executes it."""
 
 # [model]
@@ -61,15 +61,23 @@ with tempfile.TemporaryDirectory() as directory:
         assert torch.equal(fresh(input_ids).logits, model(input_ids).logits)
 # [/save]
 
-# [hsv]
-import numpy as np
+# [reduce]
+from adapters import calibrate
+from adapters.reduce import reduce
 
-from adapters import find_adapters
-from lti import hankel_singular_values
-
-for name, adapted in find_adapters(model).items():
-    G = adapted.adapter.ssm.as_lti()  # the layer's SSM as an lti.DiscreteLTI, float64
-    hsv = hankel_singular_values(G)
-    keep = int(np.sum(hsv >= 0.01 * hsv[0]))  # the rank rule sigma_i / sigma_1 >= 0.01
-    print(f"{name}: {G.n} states, {keep} with sigma_i >= 0.01 sigma_1")
-# [/hsv]
+# Phase 1 is done: stream real data through the model and collect, per adapter, the
+# second moment of the states it actually visits (the data-driven Gramian).
+stats = calibrate(model, dfa_batches(8, k=4, length=16, seed=1), max_batches=4,
+                  progress=False)
+# Balanced truncation per layer, keeping sigma_i / sigma_1 >= 0.01 (the paper's rule);
+# the reduced adapters are diagonal again, trainable, and saved like the full ones.
+report = reduce(model, rel_tol=0.01, gramian="data", stats=stats, measure=True)
+print(report.to_markdown())
+for layer in report.layers:  # every bound includes the gate |g|
+    assert layer.lower_bound <= layer.measured_error * (1 + 1e-6) + 1e-12
+    assert layer.measured_error <= layer.upper_bound * (1 + 1e-6) + 1e-12
+print(f"adapter parameters: {report.params_before} -> {report.params_after}")
+# Phase 2: fine-tune the reduced adapters with the same loop as before.
+history = train(model, dfa_batches(8, k=4, length=16, seed=2), steps=5, lr=1e-2,
+                progress=False)
+# [/reduce]
