@@ -67,14 +67,39 @@ def reduction_error(sys, result) -> float:
     """
     G = as_discrete_system(sys)
     Gr = as_discrete_system(result.reduced, "result.reduced")
-    Gs, Grs = _stable_parts(G, Gr, int(result.n_unstable))
+    return _stable_error(*_stable_parts(G, Gr, int(result.n_unstable)))
+
+
+def _stable_error(Gs: DiscreteLTI, Grs: DiscreteLTI) -> float:
     rho = Grs.spectral_radius()
     if not rho < 1.0:
         raise AssertionError(
-            f"reduced model (order {Gr.n}) is not stable: spectral radius of its stable "
+            f"reduced model (order {Grs.n} + unstable) is not stable: spectral radius of its "
+            "stable "
             f"part is {rho:.17g}"
         )
     return hinf_norm(Gs - Grs).value
+
+
+def _default_atol(Gs: DiscreteLTI, hsv: np.ndarray) -> float:
+    """Rounding level of HSVs, bounds and measured errors for the stable part Gs.
+
+    ``1e-10 n max(sigma_1, ||B|| ||C||)`` plus ``100 n eps ||Lc|| ||Lo|| / (1 - rho^2)``:
+    HSVs are accurate to about ``eps ||Lc|| ||Lo||`` absolutely, amplified by the
+    conditioning ``~ 1 / (1 - rho^2)`` of the Stein equations when poles approach the unit
+    circle -- far above a tiny HSV when the transfer function nearly cancels.
+    """
+    from lti.lyapunov import lyapunov_factor
+
+    n = max(Gs.n, 1)
+    s1 = float(hsv[0]) if hsv.size else 0.0
+    atol = 1e-10 * n * max(s1, float(np.linalg.norm(Gs.B) * np.linalg.norm(Gs.C)))
+    if Gs.n:
+        Lc = lyapunov_factor(Gs.A, Gs.B)
+        Lo = lyapunov_factor(Gs.A, Gs.C.T, transpose=True)
+        rho = Gs.spectral_radius()
+        atol += 100 * n * _EPS * np.linalg.norm(Lc, 2) * np.linalg.norm(Lo, 2) / (1 - rho**2)
+    return float(atol)
 
 
 def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-6, atol=None) -> float:
@@ -90,10 +115,11 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-6, atol=None
     rtol : float, optional
         Relative slack on both bounds (rounding in the reduction and the norm).
     atol : float, optional
-        Absolute slack; default ``1e-10 * max(n, 1) * max(sigma_1, ||B||_F ||C||_F)``
-        (``sigma_1`` the Hankel norm of the stable part), the level of rounding errors of
-        the reduction and of the norm: HSVs and frequency responses are accurate to about
-        ``eps`` relative to those scales, not relative to each tiny HSV.
+        Absolute slack. The default is the rounding level of the problem,
+        ``1e-10 n max(sigma_1, ||B||_F ||C||_F) + 100 n eps ||Lc|| ||Lo|| / (1 - rho^2)``
+        (stable part; ``P = Lc Lc^T``, ``Q = Lo Lo^T``, ``rho`` its spectral radius): HSVs
+        and frequency responses are accurate to about ``eps`` relative to those scales,
+        not relative to each tiny HSV, and poles near the unit circle amplify that.
 
     Returns
     -------
@@ -119,13 +145,12 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-6, atol=None
     """
     rtol = _check_rtol("rtol", rtol)
     G = as_discrete_system(sys)
-    hsv = np.asarray(result.hsv, dtype=np.float64)
+    Gr = as_discrete_system(result.reduced, "result.reduced")
+    Gs, Grs = _stable_parts(G, Gr, int(result.n_unstable))
     if atol is None:
-        s1 = float(hsv[0]) if hsv.size else 0.0
-        scale = max(s1, float(np.linalg.norm(G.B) * np.linalg.norm(G.C)))
-        atol = 1e-10 * max(G.n, 1) * scale
+        atol = _default_atol(Gs, np.asarray(result.hsv, dtype=np.float64))
     atol = _check_rtol("atol", atol)
-    err = reduction_error(G, result)
+    err = _stable_error(Gs, Grs)
     lo = float(result.lower_bound) * (1.0 - rtol) - atol
     hi = float(result.error_bound) * (1.0 + rtol) + atol
     if not lo <= err <= hi:
