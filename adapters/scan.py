@@ -279,7 +279,48 @@ def fft_scan(u, a, s0=None):
 
 
 def _chunked_core(u, a, s0, T):
-    """Blocked scan on validated compute-dtype tensors (no autograd; recursive over chunk ends).
+    """Blocked scan on validated compute-dtype tensors (no autograd), by device."""
+    if u.device.type == "cpu":
+        return _chunked_loop_core(u, a, s0, T)
+    return _chunked_matmul_core(u, a, s0, T)
+
+
+def _chunked_loop_core(u, a, s0, T):
+    """CPU form: the in-chunk recursion, vectorised over all chunks (T steps), then the carry.
+
+    Same algorithm as :func:`_chunked_matmul_core` with the ``T x T`` decay-matrix product
+    evaluated by its recursion: on CPU the small matmuls and the layout copies they need cost
+    more than the ``T`` elementwise steps.
+    """
+    Bsz, L, N = u.shape
+    T = max(1, min(T, L))
+    nc = -(-L // T)  # number of chunks
+    pad = nc * T - L
+    if pad:
+        u = torch.nn.functional.pad(u, (0, 0, 0, pad))  # (B, nc*T, N)
+    x = u.reshape(Bsz, nc, T, N)  # (B, nc, T, N)
+    s = torch.empty_like(x)
+    s[:, :, 0] = x[:, :, 0]
+    a_c = a.to(u.dtype)  # deeper levels get a^T in float64, rounded here only for the steps
+    for t in range(1, T):  # zero-state scan inside every chunk at once
+        torch.addcmul(x[:, :, t], a_c, s[:, :, t - 1], out=s[:, :, t])  # (B, nc, N)
+    wide = torch.complex128 if u.is_complex() else torch.float64
+    Pw = _powers(a, T + 1, wide)  # (T + 1, N), a^k in float64/complex128
+    if nc == 1:
+        prev = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+    else:
+        ends = s[:, :-1, -1]  # (B, nc-1, N), chunk-end states from zero
+        S = _chunked_loop_core(ends, Pw[T], s0, T)  # (B, nc-1, N), true ends (decay a^T)
+        first = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        prev = torch.cat([first, S], dim=1)  # (B, nc, N), state before each chunk
+    if prev is not None:
+        s.addcmul_(Pw[1:].to(u.dtype), prev.unsqueeze(2))  # + a^(t+1) * carried state
+    s = s.reshape(Bsz, nc * T, N)  # (B, nc*T, N)
+    return s[:, :L] if pad else s
+
+
+def _chunked_matmul_core(u, a, s0, T):
+    """Matmul form (CUDA and other accelerators): recursive over chunk ends.
 
     One batched matmul per level does everything: each chunk's inputs, augmented by the state
     carried into the chunk, times the ``(T + 1, T)`` matrix ``[M^T; a^(t+1)]`` of its mode.
@@ -305,7 +346,7 @@ def _chunked_core(u, a, s0, T):
     else:
         ends = torch.bmm(X[..., :T], W[:, :T, T - 1 :])  # (N, B*nc, 1), chunk ends from zero
         ends = ends.reshape(N, Bsz, nc).permute(1, 2, 0)  # (B, nc, N)
-        S = _chunked_core(ends[:, :-1], Pw[T], s0, T)  # (B, nc-1, N), true ends (decay a^T)
+        S = _chunked_matmul_core(ends[:, :-1], Pw[T], s0, T)  # true ends (decay a^T)
         carry = X[..., T].view(N, Bsz, nc)  # (N, B, nc) view into X
         carry[:, :, 0] = 0 if s0 is None else s0.T
         carry[:, :, 1:] = S.permute(2, 0, 1)
@@ -351,8 +392,12 @@ def chunked_scan(u, a, s0=None, chunk=64):
 
     where :math:`S_{c-1}` is the state at the end of the previous chunk. The chunk-end states
     obey the same recursion with decay :math:`a^T`, :math:`S_c = a^T S_{c-1} + e_c` (``e_c`` the
-    chunk's zero-state end), which is solved by calling this scan recursively, so the work is
-    :math:`O(B L T N)` matmul work and no Python loop over time.
+    chunk's zero-state end), which is solved by calling this scan recursively (depth
+    :math:`\log_T L`). On CUDA and other accelerators the in-chunk sum is one batched matmul
+    per level (:math:`O(B L T N)` work, the carry folded in as an extra row); on CPU, where
+    those small matmuls and their layout copies cost more than they save, the same sum is
+    evaluated by its recursion, ``T`` elementwise steps vectorised over all chunks. Both forms
+    are exact; there is no Python loop over the sequence length.
 
     Examples
     --------

@@ -6,6 +6,7 @@ recurrent loop *from the same (rounded) inputs*, so only the algorithm's roundin
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -19,12 +20,21 @@ from adapters.exceptions import (
     AdapterShapeError,
     AdapterStabilityError,
 )
-from adapters.scan import _fast_len, chunked_scan, fft_scan, recurrent_scan
+from adapters.scan import (
+    _chunked_matmul_core,
+    _fast_len,
+    _run,
+    chunked_scan,
+    fft_scan,
+    recurrent_scan,
+)
 
 SCANS = {
     "fft": fft_scan,
     "chunked": chunked_scan,
     "chunked7": lambda u, a, s0=None: chunked_scan(u, a, s0, chunk=7),
+    # the accelerator (matmul) form of the chunked scan, exercised on CPU too
+    "matmul7": lambda u, a, s0=None: _run(u, a, s0, functools.partial(_chunked_matmul_core, T=7)),
 }
 WIDE = {torch.float32: torch.float64, torch.complex64: torch.complex128}
 
