@@ -164,6 +164,19 @@ def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
     return Lc, Lo
 
 
+def _schur_radius(G: DiscreteLTI):
+    """Real Schur form of ``A`` (None for diagonal ``A``) and the spectral radius read off
+    it: one decomposition serves the stability test and both Gramian factors."""
+    from lti.lyapunov import real_schur
+
+    if G.n == 0:
+        return None, 0.0
+    if G.is_diagonal:
+        return None, float(np.max(np.abs(np.diag(G.A))))
+    S = real_schur(G.A)
+    return S, float(np.max(np.abs(S.eigenvalues())))
+
+
 def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
     """SVD of Lo^T Lc; HSVs padded with zeros to length n (factors may have < n columns)."""
     M = Lo.T @ Lc  # (ko, kc)
@@ -222,7 +235,7 @@ def hankel_singular_values(sys) -> np.ndarray:
     True
     """
     G = as_discrete_system(sys)
-    rho = G.spectral_radius()
+    S, rho = _schur_radius(G)
     if not rho < 1.0:
         raise UnstableSystemError(
             f"Hankel singular values need a Schur-stable system: `sys.A` must have spectral "
@@ -231,7 +244,7 @@ def hankel_singular_values(sys) -> np.ndarray:
         )
     if G.n == 0:
         return np.zeros(0)
-    Lc, Lo = _stable_factors(G.A, G.B, G.C)
+    Lc, Lo = _stable_factors(G.A, G.B, G.C, schur=S)
     return _hsv_svd(Lc, Lo, G.n)[0]
 
 
@@ -492,7 +505,8 @@ def balanced_truncation(
     was_control = not isinstance(sys, DiscreteLTI)
     G = as_discrete_system(sys)
     order, tol = _check_order_tol(order, tol, G.n)
-    if G.n and not G.is_stable():
+    S, rho = _schur_radius(G)
+    if not rho < 1.0:
         ns, W1, W2, V1, V2, As, Au = _split_unstable(G)
     else:
         ns, W1, W2, V1, V2, As, Au = G.n, None, None, None, None, G.A, np.zeros((0, 0))
@@ -511,7 +525,7 @@ def balanced_truncation(
 
         Lc, Lo = _stable_factors(Gs.A, Gs.B, Gs.C, schur=SchurForm(As, np.eye(ns)))
     elif ns:
-        Lc, Lo = _stable_factors(G.A, G.B, G.C)
+        Lc, Lo = _stable_factors(G.A, G.B, G.C, schur=S)
     else:
         Lc = Lo = np.zeros((0, 0))
     mats, Ts, Tis, hsv, bounds, r, lower, method, nmin = _reduce_stable(
