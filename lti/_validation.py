@@ -12,6 +12,8 @@ from lti.exceptions import NonFiniteError, NotSymmetricError, ShapeError, Unstab
 
 __all__ = [
     "as_float_matrix",
+    "asymmetry",
+    "symmetrize_",
     "as_float_vector",
     "check_square",
     "check_symmetric",
@@ -20,7 +22,7 @@ __all__ = [
 ]
 
 
-def _as_array(name: str, X, *, allow_complex: bool) -> np.ndarray:
+def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.ndarray:
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
@@ -34,8 +36,9 @@ def _as_array(name: str, X, *, allow_complex: bool) -> np.ndarray:
             if np.any(arr.imag != 0):
                 raise ShapeError(f"`{name}` must be real; got a complex array")
             arr = arr.real
-        return np.array(arr, dtype=np.complex128, copy=True)
-    return np.array(arr, dtype=np.float64, copy=True)
+            return np.array(arr, dtype=np.float64, copy=True)
+        return np.array(arr, dtype=np.complex128, copy=True if copy else None)
+    return np.array(arr, dtype=np.float64, copy=True if copy else None)
 
 
 def _check_finite(name: str, arr: np.ndarray) -> None:
@@ -47,7 +50,9 @@ def _check_finite(name: str, arr: np.ndarray) -> None:
         )
 
 
-def as_float_matrix(name: str, X, *, allow_complex: bool = False) -> np.ndarray:
+def as_float_matrix(
+    name: str, X, *, allow_complex: bool = False, copy: bool = True
+) -> np.ndarray:
     """Return a 2-D float64 (or complex128) copy of `X` after shape and finiteness checks.
 
     Parameters
@@ -58,11 +63,14 @@ def as_float_matrix(name: str, X, *, allow_complex: bool = False) -> np.ndarray:
         The matrix.
     allow_complex : bool, optional
         Keep complex input as complex128 instead of rejecting a non-zero imaginary part.
+    copy : bool, optional
+        ``False`` returns the input itself when it already is a float64 (complex128)
+        array; the caller must then treat it as read-only.
 
     Returns
     -------
     ndarray, shape (r, c)
-        A fresh, writeable copy.
+        A fresh, writeable copy (unless ``copy=False``).
 
     Raises
     ------
@@ -71,7 +79,7 @@ def as_float_matrix(name: str, X, *, allow_complex: bool = False) -> np.ndarray:
     NonFiniteError
         If `X` holds NaN or inf.
     """
-    arr = _as_array(name, X, allow_complex=allow_complex)
+    arr = _as_array(name, X, allow_complex=allow_complex, copy=copy)
     if arr.ndim != 2:
         raise ShapeError(f"`{name}` must be a 2-D array; got shape {arr.shape}")
     _check_finite(name, arr)
@@ -109,24 +117,59 @@ def check_square(name: str, A: np.ndarray) -> int:
     return A.shape[0]
 
 
-def check_symmetric(name: str, X: np.ndarray, *, rtol: float | None = None) -> None:
+def check_symmetric(name: str, X: np.ndarray, *, rtol: float | None = None) -> float:
     """Raise :class:`NotSymmetricError` unless `X` is symmetric (Hermitian) to `rtol`.
 
     The test is ``||X - X^H||_max <= rtol * max(||X||_max, tiny)``, relative to the
-    scale of the data; the default ``rtol`` is ``100 * n * eps``.
+    scale of the data; the default ``rtol`` is ``100 * n * eps``. Returns the measured
+    ``||X - X^H||_max`` (0.0 for an exactly symmetric matrix).
     """
     n = check_square(name, X)
     if n == 0:
-        return
+        return 0.0
     if rtol is None:
         rtol = 100.0 * max(n, 1) * np.finfo(np.float64).eps
     scale = float(np.max(np.abs(X)))
-    asym = float(np.max(np.abs(X - X.conj().T)))
+    asym = asymmetry(X)
     if asym > rtol * max(scale, np.finfo(np.float64).tiny):
         raise NotSymmetricError(
             f"`{name}` must be symmetric; got max|{name} - {name}^T| = {asym:.3g} "
             f"relative to max|{name}| = {scale:.3g} (rtol {rtol:.2g})"
         )
+    return asym
+
+
+_BLOCK = 256  # tile size of the cache-friendly transposed passes
+
+
+def asymmetry(X: np.ndarray) -> float:
+    """``max |X - X^H|`` of a square matrix, by tiles (no transposed full-size temporary)."""
+    n = X.shape[0]
+    if n <= 2 * _BLOCK:
+        return float(np.max(np.abs(X - X.conj().T), initial=0.0))
+    worst = 0.0
+    for i in range(0, n, _BLOCK):
+        I = slice(i, i + _BLOCK)
+        for j in range(i, n, _BLOCK):
+            J = slice(j, j + _BLOCK)
+            worst = max(worst, float(np.max(np.abs(X[I, J] - X[J, I].conj().T))))
+    return worst
+
+
+def symmetrize_(X: np.ndarray) -> np.ndarray:
+    """Replace ``X`` (square, writeable) by ``(X + X^H) / 2`` in place, by tiles; return it."""
+    n = X.shape[0]
+    if n <= 2 * _BLOCK:
+        X[...] = 0.5 * (X + X.conj().T)
+        return X
+    for i in range(0, n, _BLOCK):
+        I = slice(i, i + _BLOCK)
+        for j in range(i, n, _BLOCK):
+            J = slice(j, j + _BLOCK)
+            M = 0.5 * (X[I, J] + X[J, I].conj().T)
+            X[I, J] = M
+            X[J, I] = M.conj().T
+    return X
 
 
 def spectral_radius(A) -> float:

@@ -31,6 +31,7 @@ from lti._validation import (
     check_stable,
     check_symmetric,
     spectral_radius,
+    symmetrize_,
 )
 from lti.exceptions import (
     InvalidArgumentError,
@@ -202,8 +203,9 @@ def _state_matrix(A):
         return None, a
     M = as_float_matrix("A", arr, allow_complex=True)
     check_square("A", M)
-    if not np.any(M - np.diag(np.diag(M))):
-        return M, np.diag(M).copy()
+    d = np.diag(M).copy()
+    if np.count_nonzero(M) == np.count_nonzero(d):  # no off-diagonal entries
+        return M, d
     return M, None
 
 
@@ -397,18 +399,20 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     method = _check_method(method, _SOLVE_METHODS)
     M, a = _state_matrix(A)
     n = a.size if M is None else M.shape[0]
-    Qm = as_float_matrix("Q", Q, allow_complex=True)
+    Qm = as_float_matrix("Q", Q, allow_complex=True, copy=False)  # read only below
     if Qm.shape != (n, n):
         raise ShapeError(f"`Q` must have shape (n, n) = {(n, n)} to match `A`; got {Qm.shape}")
-    check_symmetric("Q", Qm)
+    asym = check_symmetric("Q", Qm)
     if method == "auto":
         method = "diagonal" if a is not None else "schur"
     if method == "diagonal":
         if a is None:
             raise InvalidArgumentError('method="diagonal" needs a diagonal `A` (or 1-D `a`)')
         check_stable("A", a)
-        X = Qm / (1.0 - a[:, None] * np.conj(a)[None, :])
-        return _symmetrise(X)
+        den = np.multiply.outer(a, np.conj(a) if np.iscomplexobj(a) else a)
+        np.subtract(1.0, den, out=den)
+        X = np.divide(Qm, den, out=den if den.dtype == np.result_type(Qm, den) else None)
+        return _symmetrise(X) if asym > 0 else X
     if M is None:
         M = np.diag(a)
     if method == "schur":
@@ -420,7 +424,8 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
 
 
 def _symmetrise(X: np.ndarray) -> np.ndarray:
-    return 0.5 * (X + _ct(X))
+    """``(X + X^H) / 2`` computed in place: only for freshly computed ``X``."""
+    return symmetrize_(X)
 
 
 def _solve_schur(M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None) -> np.ndarray:
@@ -471,6 +476,21 @@ def _solve_slycot(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ Hammarling factor
+def _scaled_unit(c: np.ndarray):
+    """``(||c||, c / ||c||)`` without under/overflow (``(0, None)`` for ``c = 0``).
+
+    Hammarling's reflection needs ``||[c / nu; alpha]|| = 1`` to working accuracy even
+    when ``c`` has decayed to subnormal size; a plain ``sqrt(sum c^2)`` loses all digits
+    there and corrupts the remaining right-hand side.
+    """
+    cmax = float(np.max(np.abs(c), initial=0.0))
+    if cmax == 0.0:
+        return 0.0, None
+    cs = c / cmax
+    nrm = float(np.sqrt(np.real(np.vdot(cs, cs))))
+    return cmax * nrm, cs / nrm
+
+
 def _hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     """Hammarling's method for ``A^H X A - X + C^H C = 0``, ``A`` upper triangular.
 
@@ -483,6 +503,9 @@ def _hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     dtype = np.result_type(A, C, np.float64)
     A = A.astype(dtype, copy=False)
     C = np.array(C, dtype=dtype, order="F", copy=True)
+    # a column of the right-hand side factor below this level is dropped: it changes
+    # C^H C by less than 1e-3 eps relative, so the residual is unaffected
+    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
     WH = np.asfortranarray(_ct(A))  # lower triangular A^H
     U = np.zeros((n, n), dtype=dtype)
     trsv, trmv = (blas.ztrsv, blas.ztrmv) if np.iscomplexobj(A) else (blas.dtrsv, blas.dtrmv)
@@ -491,15 +514,15 @@ def _hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     for j in range(n):
         alpha = A[j, j]
         c = C[:, j]
-        cn = np.linalg.norm(c)
+        cn, chat = _scaled_unit(c)
         s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
         if j == n - 1:
             U[j, j] = cn / s
             break
-        if cn == 0.0:
+        if cn <= negligible:
             continue
         nu = cn / s
-        chat_s = c * (s / cn)  # c / nu
+        chat_s = chat * s  # c / nu
         a = np.conj(A[j, j + 1 :])
         C2 = C[:, j + 1 :]
         rhs = -(_ct(C2) @ chat_s) - (alpha * nu) * a
@@ -552,21 +575,24 @@ def _hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
     m = C.shape[0]
     dtype = np.result_type(d, C, np.float64)
     C = np.array(C, dtype=dtype, order="F", copy=True)
+    # a column of the right-hand side factor below this level is dropped: it changes
+    # C^H C by less than 1e-3 eps relative, so the residual is unaffected
+    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
     U = np.zeros((n, n), dtype=dtype)
     dc = np.conj(d)
     tiny = 1e-290
     for j in range(n):
         alpha = d[j]
         c = C[:, j]
-        cn = np.linalg.norm(c)
+        cn, chat = _scaled_unit(c)
         s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
         if j == n - 1:
             U[j, j] = cn / s
             break
-        if cn == 0.0:
+        if cn <= negligible:
             continue
         nu = cn / s
-        chat_s = c * (s / cn)
+        chat_s = chat * s
         C2 = C[:, j + 1 :]
         rhs = -(_ct(C2) @ chat_s)
         u = rhs / (alpha * dc[j + 1 :] - 1.0)
@@ -651,10 +677,12 @@ def lyapunov_factor(
     Returns
     -------
     L : ndarray, shape (n, n)
-        Lower triangular factor with ``L @ L.T = X`` (``L @ L.conj().T`` for complex
-        input). It is square even when ``X`` is rank deficient (trailing columns are then
-        (nearly) zero); trim with :func:`psd_factor` or an SVD where fewer columns are
-        needed. ``method="slycot"`` returns SB03OD's (upper) triangular factor.
+        Square factor with ``L @ L.T = X`` (``L @ L.conj().T`` for complex input), also
+        when ``X`` is rank deficient (some columns are then (nearly) zero; trim with an
+        SVD where fewer columns are needed). Its form depends on the method: dense real
+        ``A`` gives ``L = Z R^T`` (``Z`` the Schur vectors, ``R`` upper triangular, so
+        ``L`` itself is not triangular); diagonal ``A`` gives a lower triangular ``L``;
+        ``method="slycot"`` returns SB03OD's triangular factor.
 
     Raises
     ------
@@ -673,8 +701,12 @@ def lyapunov_factor(
     triangular solve (level-2 BLAS on a packed copy of the active block) for the row, and
     a Householder reflection that keeps the updated right-hand side factor at m rows.
     The controllability form uses the reversal permutation to bring
-    ``T X T^H`` to that shape. The complex factor is made real by a QR factorisation of
-    ``[Re K; Im K]``. For complex ``A`` the equations are
+    ``T X T^H`` to that shape. For real data the complex factor ``U`` is made real
+    without forming ``X``: ``Zc = Z G`` where ``G`` holds one 2x2 rotation per complex
+    pair, so ``X = Z M^H M Z^T`` with the quasi-triangular ``M = U G^H``, and
+    ``M^H M = Re(M)^T Re(M) + Im(M)^T Im(M) = R^T R`` by one structured QR of the two
+    stacked triangles (LAPACK ``dtpqrt``); ``L = Z R^T``. Everything except the Schur
+    form and the row loop is level-3. For complex ``A`` the equations are
     :math:`A X A^H - X + B B^H = 0` and, with ``transpose=True``,
     :math:`A^H X A - X + B B^H = 0`.
 

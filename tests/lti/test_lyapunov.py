@@ -223,6 +223,37 @@ def test_factor_diagonal_real_and_complex():
     assert np.linalg.norm(Rt) <= 1e-13 * np.linalg.norm(Qc)
 
 
+def test_factor_survives_right_hand_side_decaying_to_subnormal():
+    # regression: with two inputs and 1024 modes up to 0.9999 the updated right-hand side
+    # factor decays below 1e-154; an unscaled norm underflowed and corrupted later rows
+    rng = np.random.default_rng(1024)
+    n = 1024
+    a = rng.uniform(-0.9999, 0.9999, n)
+    a[0] = 0.9999
+    B = rng.standard_normal((n, 2))
+    Q = B @ B.T
+    L = lyapunov_factor(a, B)
+    X = L @ L.T
+    R = (a[:, None] * X) * a[None, :] - X + Q
+    assert np.linalg.norm(R) <= 1e-13 * np.linalg.norm(Q)
+
+
+def test_large_symmetry_check_is_tiled():
+    rng = np.random.default_rng(14)
+    n = 700  # above the tile threshold
+    G = rng.standard_normal((n, n))
+    Q = G @ G.T
+    a = rng.uniform(-0.5, 0.5, n)
+    Xs = solve_discrete_lyapunov(a, Q)
+    assert np.array_equal(Xs, Xs.T)
+    Q[650, 3] += 1e-6 * np.max(np.abs(Q))  # asymmetry in an off-diagonal tile
+    with pytest.raises(NotSymmetricError, match="`Q` must be symmetric"):
+        solve_discrete_lyapunov(a, Q)
+    Q[3, 650] = Q[650, 3] + 1e-15  # rounding-level: accepted and symmetrised
+    X = solve_discrete_lyapunov(a, Q)
+    assert np.array_equal(X, X.T)
+
+
 def test_factor_complex_dense_and_edge_sizes():
     rng = np.random.default_rng(10)
     A = _stable(rng, 20, 0.9) * np.exp(0.3j)

@@ -1,0 +1,219 @@
+"""Discrete Lyapunov solvers: time and relative residual against scipy, python-control, SLICOT.
+
+Solves ``A X A^T - X + Q = 0`` with ``Q = B B^T`` (B: n x 2) for random stable ``A``:
+``dense`` (Gaussian, rescaled to spectral radius rho) and ``diagonal`` (entries uniform in
+``(-rho, rho)`` with one at rho), for n in ``--sizes`` and rho in ``--rhos``. Candidates:
+
+- ``lti solve``   ``lti.solve_discrete_lyapunov`` (auto: recursive blocked Schur / closed form)
+- ``lti factor``  ``lti.lyapunov_factor`` (auto: Hammarling / diagonal Hammarling), X = L L^T
+- ``scipy``       ``scipy.linalg.solve_discrete_lyapunov``
+- ``control``     ``control.dlyap``
+- ``SB03MD``      ``slycot.sb03md57`` (Schur + Bartels-Stewart, X)
+- ``SB03OD``      ``slycot.sb03od`` (Schur + Hammarling, Cholesky factor)
+
+Residual: ``||A X A^T - X + Q||_F / ||Q||_F``. Time: minimum over ``--repeats`` of the
+process CPU time (``--clock cpu``, default: robust on a shared machine; with one BLAS thread
+it equals the single-core wall time) or of the wall time (``--clock wall``). BLAS threads are
+pinned with threadpoolctl (``--threads``, default 1) and printed. All ratios come from this
+one run. Two accuracy sections follow: strongly non-normal ``A`` (ours vs SB03MD/SB03OD), and
+a nearly singular ``X`` (single input, eigenvalues of X decaying to eps), where the factor is
+compared with an accurate closed-form reference.
+
+Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+import warnings
+
+import numpy as np
+import scipy
+import scipy.linalg as sla
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import lti
+from lti import lyapunov_factor, solve_discrete_lyapunov
+
+
+def make_case(kind: str, n: int, rho: float, seed: int = 0):
+    rng = np.random.default_rng(seed + n)
+    if kind == "dense":
+        A = rng.standard_normal((n, n))
+        A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    else:
+        a = rng.uniform(-rho, rho, n)
+        a[0] = rho
+        A = np.diag(a)
+    B = rng.standard_normal((n, 2))
+    return A, B
+
+
+def residual(A, X, Q):
+    return float(np.linalg.norm(A @ X @ A.T - X + Q) / np.linalg.norm(Q))
+
+
+def candidates():
+    """name -> (kind of output, callable (A, B) -> X or L)."""
+    import control
+    import slycot
+
+    def sb03md(A, B):
+        Q = B @ B.T
+        _, _, X, scale, _, _, _ = slycot.sb03md57(
+            A.copy(), C=-Q, dico="D", job="X", fact="N", trana="T"
+        )
+        return X / scale
+
+    def sb03od(A, B):
+        n, m = B.shape
+        Bp = np.zeros((n, max(n, m)))
+        Bp[:, :m] = B
+        U, scale, _ = slycot.sb03od(n, m, A.copy(), np.zeros((n, n)), Bp, "D", trans="T")
+        return U[:n, :n] / scale
+
+    return {
+        "lti solve": ("X", lambda A, B: solve_discrete_lyapunov(A, B @ B.T)),
+        "lti factor": ("L", lambda A, B: lyapunov_factor(A, B)),
+        "scipy": ("X", lambda A, B: sla.solve_discrete_lyapunov(A, B @ B.T)),
+        "control": ("X", lambda A, B: np.asarray(control.dlyap(A, B @ B.T))),
+        "SB03MD": ("X", sb03md),
+        "SB03OD": ("L", sb03od),
+    }
+
+
+def timed(fn, clock, repeats):
+    best, out = np.inf, None
+    for _ in range(repeats):
+        t0 = time.process_time() if clock == "cpu" else time.perf_counter()
+        out = fn()
+        t1 = time.process_time() if clock == "cpu" else time.perf_counter()
+        best = min(best, t1 - t0)
+    return best, out
+
+
+def run_table(args):
+    cands = candidates()
+    rows, ratios = [], []
+    for kind in ("dense", "diagonal"):
+        for rho in args.rhos:
+            for n in args.sizes:
+                A, B = make_case(kind, n, rho)
+                Q = B @ B.T
+                reps = args.repeats if n <= 256 else 1
+                times = {}
+                for name, (out, fn) in cands.items():
+                    t, R = timed(lambda fn=fn, A=A, B=B: fn(A, B), args.clock, reps)
+                    X = R @ R.T if out == "L" else R
+                    times[name] = t
+                    rows.append((kind, rho, n, name, t, residual(A, X, Q)))
+                ratios.append(
+                    (kind, rho, n, times["lti solve"] / times["SB03MD"],
+                     times["lti factor"] / times["SB03OD"])
+                )
+                print(f"  done {kind} rho={rho} n={n}", flush=True)
+    return rows, ratios
+
+
+def run_large_diagonal(args):
+    out = []
+    for n in args.diag_large:
+        A, B = make_case("diagonal", n, 0.9999)
+        a = np.diag(A).copy()
+        Q = B @ B.T
+        t, X = timed(lambda a=a, Q=Q: solve_discrete_lyapunov(a, Q), args.clock, 3)
+        R = (a[:, None] * X) * a[None, :] - X + Q
+        out.append((n, "lti solve (1-D a)", t, float(np.linalg.norm(R) / np.linalg.norm(Q))))
+        t, X = timed(lambda A=A, Q=Q: solve_discrete_lyapunov(A, Q), args.clock, 3)
+        R = (a[:, None] * X) * a[None, :] - X + Q
+        out.append((n, "lti solve (2-D diag A)", t, float(np.linalg.norm(R) / np.linalg.norm(Q))))
+        t, L = timed(lambda a=a, B=B: lyapunov_factor(a, B), args.clock, 1)
+        X = L @ L.T
+        R = (a[:, None] * X) * a[None, :] - X + Q
+        out.append((n, "lti factor (1-D a)", t, float(np.linalg.norm(R) / np.linalg.norm(Q))))
+    return out
+
+
+def run_accuracy(args):
+    """Hard cases: strongly non-normal A, and nearly singular X for the factor."""
+    cands = candidates()
+    rows = []
+    for n in args.hard_sizes:
+        rng = np.random.default_rng(7 + n)
+        Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
+        A = Z @ (np.diag(rng.uniform(-1, 1, n)) + 0.3 * np.triu(rng.standard_normal((n, n)), 1))
+        A = A @ Z.T
+        A *= 0.95 / np.max(np.abs(np.linalg.eigvals(A)))
+        B = rng.standard_normal((n, 2))
+        Q = B @ B.T
+        for name in ("lti solve", "SB03MD", "lti factor", "SB03OD", "scipy"):
+            out, fn = cands[name]
+            R = fn(A, B)
+            X = R @ R.T if out == "L" else R
+            rows.append(("non-normal", n, name, residual(A, X, Q), float(np.linalg.norm(X))))
+        # nearly singular X: A = Z diag(a) Z^T, one input; reference from the closed form
+        a = rng.uniform(-0.9, 0.9, n)
+        A = Z @ np.diag(a) @ Z.T
+        b = rng.standard_normal((n, 1))
+        B = Z @ b
+        Xref = Z @ ((b @ b.T) / (1 - a[:, None] * a[None, :])) @ Z.T
+        ev = np.linalg.eigvalsh(Xref)
+        for name in ("lti factor", "SB03OD", "lti solve", "SB03MD"):
+            out, fn = cands[name]
+            R = fn(A, B)
+            X = R @ R.T if out == "L" else R
+            err = float(np.linalg.norm(X - Xref) / np.linalg.norm(Xref))
+            rows.append(("nearly singular", n, name, err, float(ev[0] / ev[-1])))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--rhos", type=float, nargs="+", default=[0.95, 0.9999])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument("--diag-large", type=int, nargs="*", default=[4096])
+    parser.add_argument("--hard-sizes", type=int, nargs="*", default=[64, 256])
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # slycot's old-signature DeprecationWarnings
+    with threadpool_limits(limits=args.threads):
+        import control
+        import slycot
+
+        pools = ", ".join(f"{p['internal_api']}={p['num_threads']}" for p in threadpool_info())
+        print(f"# bench_lyapunov  ({platform.processor() or platform.machine()})")
+        print(f"python {platform.python_version()}, numpy {np.__version__}, scipy "
+              f"{scipy.__version__}, control {control.__version__}, slycot "
+              f"{slycot.__version__}, lti {lti.__version__}")
+        print(f"BLAS threads (threadpoolctl): {pools}; clock: {args.clock} "
+              f"(min of {args.repeats} for n <= 256, 1 run above)\n")
+        rows, ratios = run_table(args)
+        print("\n| A | rho | n | method | time [s] | rel. residual |")
+        print("|---|---|---|---|---|---|")
+        for kind, rho, n, name, t, r in rows:
+            print(f"| {kind} | {rho} | {n} | {name} | {t:.4f} | {r:.2e} |")
+        print("\n| A | rho | n | lti solve / SB03MD | lti factor / SB03OD |")
+        print("|---|---|---|---|---|")
+        for kind, rho, n, rs, rf in ratios:
+            print(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x |")
+        if args.diag_large:
+            print("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
+            print("|---|---|---|---|")
+            for n, name, t, r in run_large_diagonal(args):
+                print(f"| n={n} | {name} | {t:.4f} | {r:.2e} |")
+        if args.hard_sizes:
+            print(
+                "\n| case | n | method | rel. residual (non-normal) / rel. error vs reference "
+                "(nearly singular) | ||X|| / min eig / max eig of X |"
+            )
+            print("|---|---|---|---|---|")
+            for case, n, name, r, extra in run_accuracy(args):
+                print(f"| {case} | {n} | {name} | {r:.2e} | {extra:.2e} |")
+
+
+if __name__ == "__main__":
+    main()
