@@ -1,0 +1,330 @@
+"""The paper's task grid, measured on a frozen pretrained backbone: HRM vs iso-parameter LoRA,
+and HRM reduced by balanced truncation (zero-shot and after phase 2).
+
+Grid: in-context DFA execution with k in {2, 4} states and T in {16, 32, 64, 128} input bits,
+final-mode parity with T in {16, 32, 64}; 3 training seeds per cell. Every (task, k, T) has
+one fixed test set shared by all methods and all seeds (paired comparison); nothing is
+selected on it (each method is scored once, after its last step).
+
+Each cell (task, k, T, seed) is one call of :func:`adapters.experiment.run_experiment` and is
+cached as JSON under ``--out``/cells (keyed by the settings: a cell computed with other settings
+is recomputed, never mixed in), so the grid can be stopped and resumed, run in pieces and in
+parallel processes on disjoint subsets. After every cell the table ``--out``/tasks.md is
+rewritten from all cached cells with the settings of this run; missing cells are listed and the
+table is marked PARTIAL.
+
+Usage::
+
+    python benchmarks/bench_tasks.py                      # the whole grid (long on a CPU)
+    python benchmarks/bench_tasks.py --only dfa4 --T 64 128 --seeds 0
+    python benchmarks/bench_tasks.py --table-only         # rebuild tasks.md from the cache
+    python benchmarks/bench_tasks.py --list               # which cells are done
+
+BLAS/torch threads are pinned (``--threads``, default 1) and printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from adapters.backbone import BackboneConfig
+from adapters.presets import Preset
+
+GRID = (
+    [("dfa", 2, T) for T in (16, 32, 64, 128)]
+    + [("dfa", 4, T) for T in (16, 32, 64, 128)]
+    + [("parity", None, T) for T in (16, 32, 64)]
+)
+SEEDS = (0, 1, 2)
+GROUPS = {"dfa2": ("dfa", 2), "dfa4": ("dfa", 4), "parity": ("parity", None)}
+
+# One backbone for the whole grid: context 160 fits the longest sample (DFA k=4, T=128:
+# 2k + T + 3 = 139 tokens). Budgets were fixed before any grid cell ran, from the time this
+# 2-core machine allows; they were not chosen by looking at test accuracies.
+GRID_PRESET = Preset(
+    name="grid",
+    backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=160, steps=300,
+                            batch_size=16, lr=3e-3, warmup_steps=30),
+    task="dfa", k=4, length=64, batch_size=32, steps=300, phase2_steps=100,
+    lr_hrm=1e-2, lr_lora=3e-3, n_test=1000, n_calibration=256,
+)
+
+# Published numbers (paper README, DFA k=4, one seed, all weights trained from scratch).
+PAPER = {
+    "T": (64, 128, 256, 512),
+    "LoRA": (0.643, 0.476, 0.342, 0.291),
+    "HRM": (0.832, 0.871, 0.856, 0.843),
+    "HRM-BT": (0.831, 0.868, 0.854, 0.840),
+}
+WELL_BELOW = 0.5  # "an order well below N": mean reduced order <= WELL_BELOW * N
+BT_TOLERANCE = 0.01  # "HRM-BT within 0.01 of HRM"
+
+
+def settings_key(preset: Preset, rel_tol: float, gramian: str) -> str:
+    """Hash of everything that defines a cell's computation besides (task, k, T, seed)."""
+    payload = {"preset": dataclasses.asdict(preset), "rel_tol": rel_tol, "gramian": gramian,
+               "version": 1}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cell_name(task: str, k: int | None, T: int, seed: int) -> str:  # noqa: N803
+    return f"{task}{'' if k is None else f'-k{k}'}-T{T}-seed{seed}"
+
+
+def cell_path(root: Path, key: str, task, k, T, seed) -> Path:  # noqa: N803
+    return root / "cells" / key / f"{cell_name(task, k, T, seed)}.json"
+
+
+def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa: N803
+             rel_tol: float, gramian: str, progress: bool) -> dict:
+    from adapters.experiment import run_experiment
+
+    path = cell_path(root, key, task, k, T, seed)
+    work = root / "runs" / key / cell_name(task, k, T, seed)
+    results = run_experiment(preset, task=task, T=T, k=k or preset.k, seed=seed, out_dir=work,
+                             progress=progress, rel_tol=rel_tol, gramian=gramian)
+    for h in results["histories"].values():
+        h.pop("losses", None)  # keep the cached cell small: first/last loss only
+    results["settings_key"] = key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=1) + "\n")
+    tmp.replace(path)
+    return results
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "-"
+    m, s = _mean_std(values)
+    return f"{m:.3f} ± {s:.3f}" if len(values) > 1 else f"{m:.3f}"
+
+
+def build_table(root: Path, key: str, preset: Preset, cells: list, seeds, *, command: str,
+                rel_tol: float, gramian: str, threads: int) -> str:
+    """Markdown of every cached cell of this settings key (mean ± std over seeds)."""
+    done, missing = {}, []
+    for task, k, T in cells:
+        for seed in seeds:
+            path = cell_path(root, key, task, k, T, seed)
+            if path.exists():
+                done[(task, k, T, seed)] = json.loads(path.read_text())
+            else:
+                missing.append(cell_name(task, k, T, seed))
+    total = len(cells) * len(seeds)
+    N = preset.state_size
+    lines = [
+        "# Task grid: HRM vs iso-parameter LoRA on a frozen pretrained backbone",
+        "",
+    ]
+    if missing:
+        lines += [f"**PARTIAL: {len(done)} of {total} cells done.** Missing: "
+                  + ", ".join(missing) + ".", ""]
+    else:
+        lines += [f"Complete: all {total} cells.", ""]
+    lines += [
+        f"Command: `{command}`",
+        "",
+        f"Settings (key `{key}`): frozen 4-layer GPT-2 (width 128, context "
+        f"{preset.backbone.n_positions}) pretrained by the project for {preset.backbone.steps} "
+        f"steps on pydoc text + unsupervised task-format sequences; HRM N = {N} beside every "
+        f"MLP, LoRA (peft) on the same MLPs' linears at the iso-parameter rank; "
+        f"{preset.steps} phase-1 steps of batch {preset.batch_size} for each (lr HRM "
+        f"{preset.lr_hrm:g}, LoRA {preset.lr_lora:g}, cosine, 10 % warm-up); calibration on "
+        f"{preset.n_calibration} training samples, balanced truncation with the {gramian} "
+        f"Gramian and sigma_i/sigma_1 >= {rel_tol:g}; phase 2: {preset.phase2_steps} steps. "
+        f"Fixed test set of {preset.n_test} samples per (task, k, T), shared by all methods and "
+        f"seeds. Accuracy = argmax over the possible answers, final checkpoint. "
+        f"Mean ± sample std over seeds {list(seeds)}; torch threads {threads}.",
+        "",
+        "| task | T | seeds | chance | majority | backbone | LoRA | HRM | HRM-BT zero-shot "
+        "| HRM-BT phase 2 | reduced order (mean per layer, of N) | HRM - LoRA (paired) "
+        "| HRM-BT - HRM |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    summary = {}
+    for task, k, T in cells:
+        rs = [done[(task, k, T, s)] for s in seeds if (task, k, T, s) in done]
+        label = f"DFA k={k}" if task == "dfa" else "parity"
+        if not rs:
+            lines.append(f"| {label} | {T} | 0 | - | - | - | - | - | - | - | - | - | - |")
+            continue
+        get = {m: [r["scores"][m] for r in rs]
+               for m in ("backbone", "lora", "hrm", "hrm_bt", "hrm_bt_phase2")}
+        orders = [statistics.fmean(r["orders"]) for r in rs]
+        diff = [a - b for a, b in zip(get["hrm"], get["lora"], strict=True)]
+        bt = [a - b for a, b in zip(get["hrm_bt"], get["hrm"], strict=True)]
+        base = rs[0]["baselines"]
+        lines.append(
+            f"| {label} | {T} | {len(rs)} | {base['chance']:.3f} | {base['majority']:.3f} | "
+            f"{_ms(get['backbone'])} | {_ms(get['lora'])} | {_ms(get['hrm'])} | "
+            f"{_ms(get['hrm_bt'])} | {_ms(get['hrm_bt_phase2'])} | "
+            f"{statistics.fmean(orders):.1f} of {N} ({min(orders):.1f}-{max(orders):.1f}) | "
+            f"{_ms(diff)} | {_ms(bt)} |"
+        )
+        summary[(task, k, T)] = (get, orders, diff, bt, base["majority"])
+
+    lines += ["", "## Claims checked (computed from the table above)", ""]
+    lines += _claims(summary, cells, N)
+    lines += [
+        "",
+        "## The paper's published numbers (README, DFA k = 4, one seed)",
+        "",
+        "| T | " + " | ".join(str(t) for t in PAPER["T"]) + " |",
+        "|---|" + "---:|" * len(PAPER["T"]),
+    ]
+    for name in ("LoRA", "HRM", "HRM-BT"):
+        lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in PAPER[name]) + " |")
+    ours = {T: summary.get(("dfa", 4, T)) for T in PAPER["T"]}
+    row = {"LoRA": "lora", "HRM": "hrm", "HRM-BT": "hrm_bt"}
+    for name, m in row.items():
+        lines.append(f"| ours: {name} (DFA k=4) | " + " | ".join(
+            _ms(ours[T][0][m]) if ours[T] else "not run" for T in PAPER["T"]) + " |")
+    lines += [
+        "",
+        "## What differs from the paper",
+        "",
+        "- Regime: the reference trained *all* weights of its model from scratch (not PEFT); "
+        "here the backbone is pretrained by the project and frozen, and only the adapters "
+        "train, which is the setting the method claims (parameter-efficient fine-tuning).",
+        "- Scale and budget: a 0.8 M-parameter character GPT-2 and a few hundred adapter steps "
+        "on a shared 2-core CPU, against the reference's longer GPU runs; T = 256 and 512 "
+        "are not in this grid. Absolute accuracies are not comparable; the comparison between "
+        "methods under the same budget is the point.",
+        "- Fairness: LoRA is iso-parameter (rank chosen to match HRM's count, on the linears "
+        "of the same MLPs), sees the same data stream and the same number of steps; the "
+        "reference's LoRA was not matched in parameters and used other learning rates.",
+        "- Statistics: 3 seeds and a paired fixed test set, mean ± std; the reference reports "
+        "one seed. HRM-BT here uses the calibrated (data) controllability Gramian and the "
+        "paper's relative rule; the reference reduced with exact Gramians in float32.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _claims(summary: dict, cells: list, N: int) -> list[str]:  # noqa: N803
+    out = []
+    for group, (task, k) in GROUPS.items():
+        ts = sorted(T for (t, kk, T) in summary if t == task and kk == k)
+        if not ts:
+            out.append(f"- {group}: no cell run; claims not checked.")
+            continue
+        T = ts[-1]
+        get, orders, diff, bt, _ = summary[(task, k, T)]
+        n = len(diff)
+        m_h, s_h = _mean_std(get["hrm"])
+        m_l, s_l = _mean_std(get["lora"])
+        spread = max(s_h, s_l)
+        longest = max(T2 for (t, kk, T2) in cells if t == task and kk == k)
+        where = f"{group}, T = {T}"
+        if n < 2:
+            verdict = "NOT CHECKED (fewer than 2 seeds)"
+        elif m_h - m_l > spread:
+            verdict = "REPRODUCED"
+        else:
+            verdict = "NOT reproduced"
+        if T != longest:
+            verdict += f" here; NOT CHECKED at the grid's longest T = {longest} (not run)"
+        majority = summary[(task, k, T)][4]
+        out.append(f"- HRM above LoRA by more than the seed spread, {where}: HRM "
+                   f"{m_h:.3f}, LoRA {m_l:.3f}, margin {m_h - m_l:+.3f} vs spread (largest "
+                   f"std) {spread:.3f} over {n} seed(s); majority class {majority:.3f}: "
+                   f"**{verdict}**.")
+        m_bt = statistics.fmean(bt)
+        worst = max(abs(x) for x in bt)
+        mean_order = statistics.fmean(orders)
+        ok = abs(m_bt) <= BT_TOLERANCE and mean_order <= WELL_BELOW * N
+        out.append(f"- HRM-BT (zero-shot) within {BT_TOLERANCE} of HRM at an order well below "
+                   f"N (<= {WELL_BELOW * N:g}), {where}: mean difference {m_bt:+.4f} "
+                   f"(largest {worst:.4f}), mean order {mean_order:.1f} of {N}: "
+                   f"**{'REPRODUCED' if ok else 'NOT reproduced'}**"
+                   + ("." if T == longest else f" here; NOT CHECKED at T = {longest}."))
+    out.append("- Caution: where LoRA, HRM and the majority baseline coincide, neither adapter "
+               "learned the task in this budget, and 'HRM-BT within 0.01 of HRM' is then "
+               "trivially true; read the claims together with the backbone and majority "
+               "columns.")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(GROUPS), default=None,
+                        help="task groups to run (default: all)")
+    parser.add_argument("--T", nargs="+", type=int, default=None, dest="T",
+                        help="lengths to run (default: every grid length)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--order", choices=("grid", "cheap-first"), default="cheap-first",
+                        help="cell order: by group, or shortest sequences first (all seeds)")
+    parser.add_argument("--rel-tol", type=float, default=GRID_PRESET.tol)
+    parser.add_argument("--gramian", choices=("data", "exact"), default="data")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    args = parser.parse_args(argv)
+
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads)
+    root = Path(args.out)
+    preset = GRID_PRESET
+    key = settings_key(preset, args.rel_tol, args.gramian)
+    groups = args.only or sorted(GROUPS)
+    todo_cells = [c for c in GRID if any(GROUPS[g] == (c[0], c[1]) for g in groups)
+                  and (args.T is None or c[2] in args.T)]
+    todo = [(c, s) for c in todo_cells for s in args.seeds]
+    if args.order == "cheap-first":
+        todo.sort(key=lambda cs: (cs[0][2], cs[1], cs[0][0], cs[0][1] or 0))
+    # The table always covers the whole grid and all three seeds (missing cells listed).
+    command = "python benchmarks/bench_tasks.py " + " ".join(shlex.quote(a) for a in
+                                                             (argv or sys.argv[1:]))
+
+    def write_table() -> None:
+        table = build_table(root, key, preset, list(GRID), SEEDS, command=command.strip(),
+                            rel_tol=args.rel_tol, gramian=args.gramian, threads=args.threads)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "tasks.md").write_text(table)
+
+    print(f"settings key {key}; torch threads {torch.get_num_threads()}, BLAS threads "
+          f"{args.threads}; {len(todo)} cells selected", flush=True)
+    if args.list:
+        for (task, k, T), s in todo:
+            state = "done" if cell_path(root, key, task, k, T, s).exists() else "missing"
+            print(f"{cell_name(task, k, T, s):24s} {state}")
+        return 0
+    if not args.table_only:
+        for (task, k, T), seed in todo:
+            path = cell_path(root, key, task, k, T, seed)
+            if path.exists():
+                continue
+            t0 = time.perf_counter()
+            r = run_cell(root, key, preset, task, k, T, seed, rel_tol=args.rel_tol,
+                         gramian=args.gramian, progress=args.progress)
+            s = r["scores"]
+            print(f"{cell_name(task, k, T, seed):24s} LoRA {s['lora']:.3f} HRM {s['hrm']:.3f} "
+                  f"BT {s['hrm_bt']:.3f} BT+p2 {s['hrm_bt_phase2']:.3f} orders {r['orders']} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+            write_table()
+    write_table()
+    print((root / "tasks.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
