@@ -228,3 +228,18 @@ def test_bad_arguments():
         inject("model", HRMConfig())
     with pytest.raises(AdapterConfigError, match="target_modules"):
         find_target_modules(tiny("gpt2"), [1, 2])
+
+
+def test_deepcopy_gives_an_independent_adapted_model():
+    import copy
+
+    model = inject(tiny("gpt2"), HRMConfig(d_state=N, gate_init=0.5))
+    twin = copy.deepcopy(model)
+    assert find_adapters(twin)["transformer.h.0.mlp"]._runtime is twin._hrm_runtime
+    assert twin._hrm_runtime is not model._hrm_runtime
+    kw = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    assert torch.equal(model.generate(IDS, **kw), twin.generate(IDS, **kw))
+    remove(twin)  # restores the copy's flags, leaves the original adapted
+    assert all(p.requires_grad for p in twin.parameters())
+    assert len(find_adapters(model)) == LAYERS
+    assert not model.transformer.wte.weight.requires_grad
