@@ -161,6 +161,11 @@ def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
     c = float(np.max(np.abs(C), initial=0.0)) or 1.0
     Lc = lyapunov_factor(A, B / b, schur=schur) * b
     Lo = lyapunov_factor(A, C.T / c, transpose=True, schur=schur) * c
+    if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
+        raise SolverError(
+            "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
+            "entries near the underflow threshold can cause this)"
+        )
     return Lc, Lo
 
 

@@ -156,10 +156,10 @@ def stable_systems(
     feedthrough : bool, optional
         Draw a non-zero ``D`` as well (otherwise ``D = 0``).
     min_magnitude : float, optional
-        Drawn entries of ``B``, ``C``, ``D`` and of the dense / non-normal parts of ``A``
-        below this magnitude are set to exactly 0 (>= 0). Zeros (non-minimal systems)
-        remain in the search space, entries like 1e-300 next to 1 do not; pass 0 to allow
-        them.
+        Drawn entries (of ``B``, ``C``, ``D``, of the dense / non-normal parts of ``A``,
+        and eigenvalues or pole radii) below this magnitude are set to exactly 0 (>= 0).
+        Zeros (non-minimal systems) remain in the search space, entries like 1e-300 next
+        to 1 do not; pass 0 to allow them.
     dt : True or float, optional
         Sampling time of the drawn systems.
 
@@ -203,16 +203,19 @@ def stable_systems(
     if fam == "dense":
         M = _matrix(draw, (n, n), tiny=tiny)
         rho = draw(_floats(0.0, max_radius))
+        rho = rho if rho >= tiny else 0.0
         r0 = float(np.max(np.abs(np.linalg.eigvals(M)))) if n else 0.0
         A = M * (rho / r0) if r0 > 1e-8 else M * 0.0
     elif fam == "diagonal":
-        A = np.diag(draw(hnp.arrays(np.float64, (n,), elements=_floats(-max_radius, max_radius))))
+        a = draw(hnp.arrays(np.float64, (n,), elements=_floats(-max_radius, max_radius)))
+        A = np.diag(np.where(np.abs(a) < tiny, 0.0, a))
     elif fam in ("complex_diagonal", "near_unit_circle", "hsv_decades"):
         if fam == "near_unit_circle":
             lg = draw(hnp.arrays(np.float64, (n,), elements=_floats(np.log10(min_distance), -2.0)))
             radii = 1.0 - 10.0**lg
         else:
             radii = draw(hnp.arrays(np.float64, (n,), elements=_floats(0.0, max_radius)))
+        radii[radii < tiny] = 0.0
         angles = draw(hnp.arrays(np.float64, (n,), elements=_floats(0.0, np.pi)))
         if fam == "complex_diagonal":
             angles = np.clip(angles, 1e-3, np.pi - 1e-3)  # genuine pairs (plus a real one)
@@ -226,6 +229,7 @@ def stable_systems(
             A, B, C = Q @ A @ Q.T, Q @ B, C @ Q.T
     else:  # non_normal
         lam = draw(hnp.arrays(np.float64, (n,), elements=_floats(-max_radius, max_radius)))
+        lam[np.abs(lam) < tiny] = 0.0
         N = np.triu(_matrix(draw, (n, n), -nonnormality, nonnormality, tiny), 1)
         scale = max(float(np.max(np.abs(lam), initial=0.0)), 0.1)
         Q = _orthogonal(draw, n)

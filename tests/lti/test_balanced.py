@@ -66,6 +66,16 @@ def test_hsv_agree_with_ab09ad(n):
         assert np.max(np.abs(ours[keep] - ref[keep]) / ref[keep]) <= 1e-8
 
 
+@pytest.mark.slow
+def test_hsv_agree_with_ab09ad_n1024():
+    rng = np.random.default_rng(1024)
+    G = _random_system(rng, 1024, 2, 2, 0.95)
+    ours, ref = hankel_singular_values(G), _ab09ad_hsv(G)
+    keep = ref >= 1e-8 * ref[0]
+    assert keep.sum() >= 100
+    assert np.max(np.abs(ours[keep] - ref[keep]) / ref[keep]) <= 1e-8
+
+
 def test_hsv_invariant_under_similarity_and_equal_sqrt_eig():
     rng = np.random.default_rng(5)
     G = _random_system(rng, 9, 2, 2, 0.8)
