@@ -14,6 +14,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 # --- public API (each module adds its own names below) ---
+from adapters.backbone import (
+    Backbone,
+    BackboneConfig,
+    load_smollm2,
+    pretrained_backbone,
+)
+from adapters.calibrate import CalibrationStats, calibrate
 from adapters.config import HRMConfig
 from adapters.inject import (
     find_adapters,
@@ -23,17 +30,36 @@ from adapters.inject import (
     unload,
 )
 from adapters.io import load_adapter, save_adapter
+from adapters.presets import PRESETS, Preset, get_preset
+from adapters.reduce import LayerReduction, ReductionReport, reduce
 from adapters.ssm import DiagonalSSM, HRMAdapter
+from adapters.train import TrainHistory, evaluate_accuracy, evaluate_bpc, train
 
 __all__: list[str] = [
+    "PRESETS",
+    "Backbone",
+    "BackboneConfig",
+    "CalibrationStats",
     "DiagonalSSM",
     "HRMAdapter",
     "HRMConfig",
+    "LayerReduction",
+    "Preset",
+    "ReductionReport",
+    "TrainHistory",
+    "calibrate",
+    "evaluate_accuracy",
+    "evaluate_bpc",
     "find_adapters",
+    "get_preset",
     "inject",
     "load_adapter",
+    "load_smollm2",
+    "pretrained_backbone",
     "print_trainable_parameters",
+    "reduce",
     "remove",
     "save_adapter",
+    "train",
     "unload",
 ]

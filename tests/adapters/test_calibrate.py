@@ -1,0 +1,190 @@
+"""Calibration statistics: exact against an lti reference, masking, merging, DDP, I/O."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import lti
+from adapters import CalibrationStats, HRMConfig, find_adapters, inject
+from adapters.calibrate import calibrate
+from adapters.exceptions import AdapterConfigError, AdapterError
+from adapters.tasks import Batch
+
+transformers = pytest.importorskip("transformers")
+
+H, VOCAB = 32, 64
+
+
+def _gpt2(seed=0):
+    torch.manual_seed(seed)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=H, n_head=2, vocab_size=VOCAB,
+                                  n_positions=128, resid_pdrop=0.0, embd_pdrop=0.0,
+                                  attn_pdrop=0.0)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def base():
+    return _gpt2()
+
+
+def _adapted(base, mode, seed=1):
+    torch.manual_seed(seed)
+    return inject(copy.deepcopy(base), HRMConfig(d_state=6, gate_init=0.2, mode=mode))
+
+
+def _batches(seed=0, n=2, batch=3, length=24):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(0, VOCAB, (batch, length), generator=g)
+        mask = torch.ones_like(ids)
+        mask[0, 17:] = 0  # right padding
+        mask[1, :5] = 0  # left padding
+        out.append({"input_ids": ids, "attention_mask": mask})
+    return out
+
+
+def _streams(model, batches):
+    """The (B, L, H) stream each adapter reads, per batch (captured independently)."""
+    got = {name: [] for name in find_adapters(model)}
+    handles = []
+    for name, wrapper in find_adapters(model).items():
+        def hook(module, args, name=name):
+            got[name].append(args[0].detach().double())
+        handles.append(wrapper.adapter.register_forward_pre_hook(hook))
+    with torch.no_grad():
+        for b in batches:
+            model(**b, use_cache=False)
+    for h in handles:
+        h.remove()
+    return got
+
+
+@pytest.mark.parametrize("mode", ["real", "complex"])
+def test_state_and_input_covariance_match_lti_reference(base, mode):
+    model = _adapted(base, mode)
+    batches = _batches()
+    stats = calibrate(model, batches, gramian="both", progress=False)
+    streams = _streams(model, batches)
+    n_valid = sum(int(b["attention_mask"].sum()) for b in batches)
+    for name, wrapper in find_adapters(model).items():
+        G = wrapper.adapter.ssm.as_lti()  # the coordinates the statistics must be in
+        S2 = np.zeros((G.n, G.n))
+        W2 = np.zeros((H, H))
+        for u, b in zip(streams[name], batches, strict=True):
+            keep = b["attention_mask"].bool().numpy()
+            U = u.numpy() * keep[..., None]  # padded positions feed zeros
+            X = lti.datadriven.propagate_states(G.A, G.B, U)  # (B, L, n), float64
+            S2 += np.einsum("bti,btj->ij", X[keep][None], X[keep][None])
+            W2 += U[keep].T @ U[keep]
+        layer = stats[name]
+        assert layer.count == n_valid
+        P, W = layer.state_covariance(), layer.input_covariance()
+        P_ref, W_ref = S2 / n_valid, W2 / n_valid
+        assert np.abs(P - P_ref).max() <= 1e-10 * np.abs(P_ref).max()
+        assert np.abs(W - W_ref).max() <= 1e-12 * np.abs(W_ref).max()
+        # a Gramian: symmetric positive semidefinite, and the controllable directions excited
+        assert np.allclose(P, P.T, rtol=0, atol=1e-14 * np.abs(P).max())
+        assert np.linalg.eigvalsh(P).min() > 0
+
+
+def test_padding_does_not_count(base):
+    model = _adapted(base, "real")
+    ids = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(3))
+    full = calibrate(model, [{"input_ids": ids[:1]}], progress=False)
+    mask = torch.ones_like(ids)
+    mask[1] = 0  # a fully padded second row contributes nothing
+    padded = calibrate(model, [{"input_ids": ids, "attention_mask": mask}], progress=False)
+    for name in full:
+        assert padded[name].count == full[name].count == 16
+        P, Q = padded[name].state_covariance(), full[name].state_covariance()
+        assert np.abs(P - Q).max() <= 1e-6 * np.abs(Q).max()  # row 0 runs in a batch of 2
+
+
+def test_batch_types_and_max_batches(base):
+    model = _adapted(base, "real")
+    ids = torch.randint(0, VOCAB, (2, 10), generator=torch.Generator().manual_seed(4))
+    a = calibrate(model, [ids], progress=False)
+    b = calibrate(model, [Batch(ids, ids)], progress=False)
+    c = calibrate(model, iter([{"input_ids": ids, "labels": ids}, ids]), progress=False,
+                  max_batches=1)
+    for name in a:
+        assert a[name].count == b[name].count == c[name].count == 20
+        assert np.array_equal(a[name].state_covariance(), b[name].state_covariance())
+        assert np.array_equal(a[name].state_covariance(), c[name].state_covariance())
+    with pytest.raises(AdapterConfigError, match="batch"):
+        calibrate(model, ["not a batch"], progress=False)
+    with pytest.raises(AdapterConfigError, match="gramian"):
+        calibrate(model, [ids], gramian="exact", progress=False)
+    with pytest.raises(AdapterConfigError, match="max_batches"):
+        calibrate(model, [ids], max_batches=0, progress=False)
+    with pytest.raises(AdapterError, match="no token"):
+        calibrate(model, [], progress=False)
+    with pytest.raises(AdapterError, match="no HRM adapters"):
+        calibrate(_gpt2(), [ids], progress=False)
+    with pytest.raises(AdapterConfigError, match="no state covariance"):
+        calibrate(model, [ids], gramian="input", progress=False)["transformer.h.0.mlp"]\
+            .state_covariance()
+
+
+def test_model_state_restored(base):
+    model = _adapted(base, "real").train()
+    hooks = [len(w.adapter._forward_pre_hooks) for w in find_adapters(model).values()]
+    calibrate(model, [torch.zeros(1, 4, dtype=torch.long)], progress=False)
+    assert model.training and all(m.training for m in model.modules())
+    assert [len(w.adapter._forward_pre_hooks) for w in find_adapters(model).values()] == hooks
+
+
+def test_merge_and_save_load_round_trip(base, tmp_path):
+    model = _adapted(base, "complex")
+    batches = _batches(seed=5, n=4)
+    whole = calibrate(model, batches, gramian="both", progress=False)
+    merged = calibrate(model, batches[:2], gramian="both", progress=False).merge(
+        calibrate(model, batches[2:], gramian="both", progress=False))
+    path = whole.save(tmp_path / "stats.npz")
+    loaded = CalibrationStats.load(path)
+    for name in whole:
+        for fn in ("state_covariance", "input_covariance"):
+            ref = getattr(whole[name], fn)()
+            assert np.abs(getattr(merged[name], fn)() - ref).max() <= 1e-13 * np.abs(ref).max()
+            assert np.array_equal(getattr(loaded[name], fn)(), ref)
+        assert loaded[name].fingerprint == whole[name].fingerprint
+        assert loaded[name].count == whole[name].count
+    other = calibrate(_adapted(base, "real"), batches[:1], gramian="both", progress=False)
+    with pytest.raises(AdapterConfigError, match="different adapters"):
+        whole.merge(other)
+
+
+# ---------------------------------------------------------------- two DDP ranks (gloo, CPU)
+
+
+def test_two_ddp_ranks_equal_one_process(tmp_path, monkeypatch):
+    import torch.multiprocessing as mp
+
+    # spawned ranks unpickle the worker by module name: make `tests` importable for them
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2]))
+    init_file = tmp_path / "pg_init"
+    out_path = tmp_path / "ddp_stats.npz"
+    from tests.adapters import _ddp_calibrate as helper
+
+    mp.spawn(helper.ddp_worker, args=(2, str(init_file), str(out_path)), nprocs=2, join=True)
+    ddp = CalibrationStats.load(out_path)
+    shards = helper.shards()
+    single = calibrate(helper.ddp_model(), shards[0] + shards[1], gramian="both",
+                       progress=False)
+    worst = 0.0
+    for name in single:
+        assert ddp[name].count == single[name].count == 4 * 2 * 40
+        for fn in ("state_covariance", "input_covariance"):
+            ref = getattr(single[name], fn)()
+            err = np.abs(getattr(ddp[name], fn)() - ref).max() / np.abs(ref).max()
+            worst = max(worst, err)
+    print(f"DDP (2 ranks, gloo) vs one process: max relative difference {worst:.2e}")
+    assert worst <= 1e-10
+
