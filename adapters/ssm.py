@@ -578,16 +578,16 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(u, 3)
         s_r0, s_c0 = self._split_state(state, u.shape[0])
-        autocast = torch.is_autocast_enabled(u.device.type)
+        autocast = _autocast_enabled(u.device.type)
         x = u if autocast else u.to(self._param_dtype())
         real, cplx = self._groups()
         core = self._core()
-        y, s_r, s_c = 0, None, None
+        y, s_r, s_c = None, None, None
         if real is not None:
             a, B, C = real
             v = F.linear(x, B).to(a.dtype)  # (B, L, n_real), scan precision (autocast-proof)
             s, s_r = _run(v, a, s_r0, core, check=False)  # (B, L, n_real)
-            y = y + F.linear(s, C)  # (B, L, H)
+            y = F.linear(s, C)  # (B, L, H)
         if cplx is not None:
             a, B, C = cplx
             n = self.n_complex
@@ -596,7 +596,8 @@ class DiagonalSSM(nn.Module):
             v = torch.complex(v2[..., :n].to(wide), v2[..., n:].to(wide))  # (B, L, n)
             s, s_c = _run(v, a, s_c0, core, check=False)  # (B, L, n) complex
             W = torch.cat([2 * C.real, -2 * C.imag], dim=1)  # (H, 2n), y = 2 Re(C s)
-            y = y + F.linear(torch.cat([s.real, s.imag], dim=-1), W)  # (B, L, H)
+            y_c = F.linear(torch.cat([s.real, s.imag], dim=-1), W)  # (B, L, H)
+            y = y_c if y is None else y + y_c
         if not autocast:
             y = y.to(u.dtype)
         if return_state:
@@ -622,15 +623,15 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(x_t, 2)
         s_r0, s_c0 = self._split_state(state, x_t.shape[0])
-        autocast = torch.is_autocast_enabled(x_t.device.type)
+        autocast = _autocast_enabled(x_t.device.type)
         x = x_t if autocast else x_t.to(self._param_dtype())
         real, cplx = self._groups()
-        y, s_r, s_c = 0, None, None
+        y, s_r, s_c = None, None, None
         if real is not None:
             a, B, C = real
             v = F.linear(x, B).to(a.dtype)  # (B, n_real)
             s_r = v if s_r0 is None else a * s_r0.to(a.dtype) + v
-            y = y + F.linear(s_r, C)  # (B, H)
+            y = F.linear(s_r, C)  # (B, H)
         if cplx is not None:
             a, B, C = cplx
             n = self.n_complex
@@ -638,10 +639,20 @@ class DiagonalSSM(nn.Module):
             v = torch.complex(v2[..., :n], v2[..., n:])  # (B, n)
             s_c = v if s_c0 is None else a * s_c0.to(a.dtype) + v
             W = torch.cat([2 * C.real, -2 * C.imag], dim=1)  # (H, 2n)
-            y = y + F.linear(torch.cat([s_c.real, s_c.imag], dim=-1), W)  # (B, H)
+            y_c = F.linear(torch.cat([s_c.real, s_c.imag], dim=-1), W)  # (B, H)
+            y = y_c if y is None else y + y_c
         if not autocast:
             y = y.to(x_t.dtype)
         return y, self._join_state(s_r, s_c)
+
+
+def _autocast_enabled(device_type):
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: no device argument
+        if device_type == "cpu":
+            return torch.is_autocast_cpu_enabled()
+        return torch.is_autocast_enabled()
 
 
 def _complex_of(dtype):
