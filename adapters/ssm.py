@@ -56,9 +56,9 @@ LOG_A_BOUND = 20.0
 """``log_A`` is clamped to ``[-20, 20]`` before ``exp`` (finite values, finite gradients)."""
 CHUNK = 32
 """Chunk length of the chunked scan inside :class:`DiagonalSSM` (``scan="auto"`` or
-``"chunked"``); ``"auto"`` is the chunked scan at every length: in ``benchmarks/bench_scan.py``
-it was faster than the FFT scan on CPU for L = 256 ... 16384 and it is more accurate in float32
-(no ``||u|| ||K||`` error term)."""
+``"chunked"``). ``"auto"`` is the chunked scan at every length: in ``benchmarks/bench_scan.py``
+it is about as fast as the FFT scan on CPU (within the run-to-run noise, L = 256 ... 16384)
+and it is more accurate per mode in float32 (no ``eps ||u|| ||K||`` error term)."""
 
 _MODES = ("real", "complex")
 _SCANS = ("auto", "fft", "chunked")
@@ -116,8 +116,8 @@ class DiagonalSSM(nn.Module):
     dt_min, dt_max : float, optional
         Range of the log-uniform initialisation of the steps ``Δ`` (within ``[1e-4, 0.1]``).
     scan : {"auto", "fft", "chunked"}, optional
-        Parallel scan used by :meth:`forward`. ``"auto"`` is the chunked scan (chunk 32),
-        the faster and more accurate one on CPU at every benchmarked length.
+        Parallel scan used by :meth:`forward`. ``"auto"`` is the chunked scan (chunk 32): as
+        fast as the FFT scan on CPU and more accurate per mode in float32.
     init : {"s4d"}, optional
         Initialisation family.
     device, dtype : optional
