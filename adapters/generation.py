@@ -195,7 +195,7 @@ class AdapterRuntime:
         self.saved_requires_grad: list[tuple[nn.Parameter, bool]] = []
         self._handles: list[Any] = []
         self._positional: list[str] = []
-        self._stack: list[_Context] = []
+        self._stack: list[_Context | None] = []
 
     # --- hooks -------------------------------------------------------------------------
     def attach(self, model: nn.Module) -> None:
@@ -219,6 +219,14 @@ class AdapterRuntime:
         self._stack = []
 
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        try:
+            ctx = self._context(module, args, kwargs)
+        except Exception:
+            self._stack.append(None)  # the always-called post-hook pops this placeholder
+            raise
+        self._stack.append(ctx)
+
+    def _context(self, module: nn.Module, args: tuple, kwargs: dict) -> _Context:
         bound = dict(zip(self._positional, args, strict=False))
         bound.update(kwargs)
         cache = next((bound[k] for k in _CACHE_KWARGS if bound.get(k) is not None), None)
@@ -240,10 +248,8 @@ class AdapterRuntime:
                     "prompt through the adapted model (not the base model) to fill the cache"
                 )
             initial = record.states_at(past)
-        self._stack.append(_Context(
-            stateful=stateful, past=past, cache=cache, initial=initial,
-            mask=None if mask is None else mask.bool(),
-        ))
+        return _Context(stateful=stateful, past=past, cache=cache, initial=initial,
+                        mask=None if mask is None else mask.bool())
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         ctx = self._stack.pop() if self._stack else None

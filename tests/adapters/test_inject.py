@@ -243,3 +243,16 @@ def test_deepcopy_gives_an_independent_adapted_model():
     assert all(p.requires_grad for p in twin.parameters())
     assert len(find_adapters(model)) == LAYERS
     assert not model.transformer.wte.weight.requires_grad
+
+
+def test_gradient_checkpointing_gives_the_same_adapter_gradients():
+    grads = []
+    for checkpointing in (False, True):
+        model = inject(tiny("llama"), HRMConfig(d_state=N, gate_init=0.5))
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model.train()
+        model(IDS, labels=IDS, use_cache=False).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
+    assert grads[0].keys() == grads[1].keys()
+    assert all(torch.allclose(grads[0][k], grads[1][k], rtol=1e-5, atol=1e-7) for k in grads[0])

@@ -138,7 +138,7 @@ def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path):
     logs = []
     for p in procs:
         try:
-            logs.append(p.communicate(timeout=150)[0])
+            logs.append(p.communicate(timeout=300)[0])
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
