@@ -8,6 +8,7 @@ their figures are checked here); the other scripts are run here, each in a subpr
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import pkgutil
@@ -77,21 +78,45 @@ def test_example_script_runs(script: Path):
 
 
 @pytest.fixture(scope="module")
-def built_site(tmp_path_factory) -> Path:
+def _build(tmp_path_factory):
+    """Start ``sphinx-build -W`` in the background; the script tests run meanwhile."""
     pytest.importorskip("sphinx", reason="docs extra: pip install 'lti-adapters[docs]'")
     pytest.importorskip("matplotlib", reason="plot extra: pip install 'lti-adapters[plot]'")
     out = tmp_path_factory.mktemp("docs")
+    log = (out / "build.log").open("w+")
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
            "-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    yield proc, out, log, time.perf_counter()
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _start_build_first(request):
+    # Requesting the fixture here starts the build before the first test of the module,
+    # when a selected test needs the built site.
+    needs_site = any("built_site" in getattr(item, "fixturenames", ())
+                     for item in request.session.items)
+    if needs_site and importlib.util.find_spec("sphinx") is not None:
+        request.getfixturevalue("_build")
+
+
+@pytest.fixture(scope="module")
+def built_site(_build) -> Path:
+    proc, out, log, start = _build
+    try:
+        returncode = proc.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
     elapsed = time.perf_counter() - start
-    assert proc.returncode == 0, (
-        f"sphinx-build -W failed after {elapsed:.0f} s:\n{proc.stdout[-4000:]}\n"
-        f"{proc.stderr[-8000:]}"
-    )
-    print(f"docs build: {elapsed:.1f} s")
+    log.seek(0)
+    output = log.read()
+    assert returncode == 0, f"sphinx-build -W failed after {elapsed:.0f} s:\n{output[-8000:]}"
+    print(f"docs build: {elapsed:.1f} s (ran alongside the script tests)")
     return out / "html"
 
 
@@ -112,8 +137,7 @@ def _public_names() -> list[str]:
         pkg = importlib.import_module(package)
         names += [f"{package}.{n}" for n in pkg.__all__]
         modnames = {info.name for info in pkgutil.walk_packages(pkg.__path__, package + ".")
-                    if not any(part.startswith("_") for part in info.name.split("."))
-                    and not info.name.endswith(".demo")}
+                    if not any(part.startswith("_") for part in info.name.split("."))}
         for modname in sorted(modnames | {m for m in SUBMODULES if m.startswith(package)}):
             try:
                 module = importlib.import_module(modname)

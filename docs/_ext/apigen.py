@@ -81,7 +81,7 @@ def _submodules(pkg, extra: list[str]) -> list[str]:
     found = set(extra)
     for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
         parts = info.name.split(".")
-        if any(part.startswith("_") for part in parts) or parts[-1] == "demo":
+        if any(part.startswith("_") for part in parts):
             continue
         module = importlib.import_module(info.name)
         if hasattr(module, "__all__"):

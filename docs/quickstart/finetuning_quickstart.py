@@ -31,7 +31,7 @@ with torch.no_grad():  # the gates start at 0: the adapted model IS the base mod
 from adapters.tasks import dfa_batches
 from adapters.train import train
 
-history = train(model, dfa_batches(8, k=4, length=16, seed=0), steps=20, lr=1e-2,
+history = train(model, dfa_batches(8, k=4, length=16, seed=0), steps=10, lr=1e-2,
                 progress=False)
 print(f"loss {history.losses[0]:.3f} -> {history.losses[-1]:.3f}")
 # [/train]
@@ -67,7 +67,7 @@ from adapters.reduce import reduce
 
 # Phase 1 is done: stream real data through the model and collect, per adapter, the
 # second moment of the states it actually visits (the data-driven Gramian).
-stats = calibrate(model, dfa_batches(8, k=4, length=16, seed=1), max_batches=4,
+stats = calibrate(model, dfa_batches(8, k=4, length=16, seed=1), max_batches=2,
                   progress=False)
 # Balanced truncation per layer, keeping sigma_i / sigma_1 >= 0.01 (the paper's rule);
 # the reduced adapters are diagonal again, trainable, and saved like the full ones.

@@ -4,7 +4,7 @@
 
 By default this runs a *reduced* version that finishes in seconds on a laptop CPU (and
 is executed by the documentation build): a tiny randomly initialised frozen backbone,
-short sequences, 60 steps. Its numbers exercise the pipeline; they do not rank the
+short sequences, 40 steps. Its numbers exercise the pipeline; they do not rank the
 methods. ``python docs/tutorials/hrm_vs_lora.py --full`` runs the same steps at the
 documented size: the project's pretrained character GPT-2 (pretrained once and cached),
 sequences of 128 bits and 1,500 steps per method. The project's experiment command,
@@ -30,7 +30,7 @@ if FULL:
     K, LENGTH, STEPS, BATCH, N_TEST, LR = 4, 128, 1500, 32, 1000, 3e-3
 else:
     base = build_backbone(BackboneConfig(n_layer=2, n_head=4, n_embd=64, n_positions=64))
-    K, LENGTH, STEPS, BATCH, N_TEST, LR = 4, 16, 60, 16, 256, 1e-2
+    K, LENGTH, STEPS, BATCH, N_TEST, LR = 4, 16, 40, 8, 128, 1e-2
 test = dfa_task(N_TEST, k=K, length=LENGTH, seed=1)  # fixed test set, its own random stream
 baselines = task_baselines(test, n_classes=K)
 print(f"chance {baselines.chance:.3f}, majority {baselines.majority:.3f}")
@@ -75,8 +75,8 @@ for name, model in (("HRM", hrm_model), ("LoRA", lora_model)):
 from adapters import calibrate
 from adapters.reduce import reduce
 
-stats = calibrate(hrm_model, dfa_batches(BATCH, k=K, length=LENGTH, seed=3), max_batches=8,
-                  progress=False)
+stats = calibrate(hrm_model, dfa_batches(BATCH, k=K, length=LENGTH, seed=3),
+                  max_batches=8 if FULL else 4, progress=False)
 report = reduce(hrm_model, rel_tol=0.01, gramian="data", stats=stats)  # in place
 hrm_model.eval()
 zero_shot = evaluate_accuracy(hrm_model, [test], candidates=STATE_IDS[:K])
