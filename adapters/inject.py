@@ -68,7 +68,9 @@ class AdaptedMLP(nn.Module):
     The branch runs in the adapter's parameter dtype (float32 by default) and is cast back to
     the MLP output dtype. With gate 0 the result equals ``mlp(x)`` bit for bit. During a model
     call, :mod:`adapters.generation` supplies the attention mask (padded positions drive no
-    state) and, with a KV cache, the SSM state carried across calls.
+    state) and, with a KV cache, the SSM state carried across calls. Under gradient
+    checkpointing the block is recomputed outside the model call, where no mask is known; this
+    matters only for *left*-padded training batches (train with right padding, the HF default).
     """
 
     def __init__(self, mlp: nn.Module, adapter: nn.Module, *, reads: str = "mlp_input",

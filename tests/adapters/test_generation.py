@@ -222,3 +222,12 @@ def test_cache_without_adapter_state_raises_and_plain_forward_is_stateless():
         out = model(seq)  # use_cache from the config: the returned cache carries the states
     assert torch.equal(a, b) and torch.equal(out.logits, a)
     assert get_adapter_states(out.cache)
+
+
+def test_static_cache_generation_matches():
+    model = adapted("llama")
+    prompt = ids(2, 7)
+    dynamic = model.generate(prompt, max_new_tokens=6, **GEN)
+    static = model.generate(prompt, max_new_tokens=6, cache_implementation="static", **GEN)
+    assert torch.equal(dynamic.sequences, static.sequences)
+    assert max_diff(dynamic.logits, static.logits) < TOL
