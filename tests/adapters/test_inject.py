@@ -256,3 +256,27 @@ def test_gradient_checkpointing_gives_the_same_adapter_gradients():
         grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad})
     assert grads[0].keys() == grads[1].keys()
     assert all(torch.allclose(grads[0][k], grads[1][k], rtol=1e-5, atol=1e-7) for k in grads[0])
+
+
+@pytest.mark.parametrize("arch", ["Mistral", "Qwen2"])
+def test_other_decoder_families_auto_detect_and_decode(arch):
+    config_cls = getattr(transformers, f"{arch}Config")
+    model_cls = getattr(transformers, f"{arch}ForCausalLM")
+    torch.manual_seed(0)
+    model = model_cls(config_cls(hidden_size=H, intermediate_size=64, num_hidden_layers=LAYERS,
+                                 num_attention_heads=2, num_key_value_heads=1, vocab_size=64,
+                                 bos_token_id=0, eos_token_id=0)).eval()
+    with torch.no_grad():
+        base = model(IDS).logits
+    inject(model, HRMConfig(d_state=N))
+    assert list(find_adapters(model)) == ["model.layers.0.mlp", "model.layers.1.mlp"]
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, base)
+        for a in find_adapters(model).values():
+            a.adapter.gate.fill_(0.5)
+    kw = {"max_new_tokens": 6, "do_sample": False, "pad_token_id": 0,
+          "output_logits": True, "return_dict_in_generate": True}
+    cached, uncached = model.generate(IDS, **kw), model.generate(IDS, use_cache=False, **kw)
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert max((a - b).abs().max().item() for a, b in zip(cached.logits, uncached.logits,
+                                                          strict=True)) < 1e-5
