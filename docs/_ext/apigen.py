@@ -76,6 +76,14 @@ def _reexported(modname: str, name: str) -> bool:
     return False
 
 
+def _shadowed(modname: str) -> bool:
+    """Whether the parent package's attribute of that name is not the module itself."""
+    parent, _, last = modname.rpartition(".")
+    return getattr(importlib.import_module(parent), last, None) is not importlib.import_module(
+        modname
+    )
+
+
 def _submodules(pkg, extra: list[str]) -> list[str]:
     """Public submodules that define ``__all__``, plus the ``extra`` ones, sorted."""
     found = set(extra)
@@ -131,7 +139,7 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
     parts = [
         f".. _api-{package}:\n",
         _heading(f"``{package}``", "="),
-        f".. automodule:: {package}\n   :no-members:\n   :no-index:\n",
+        f".. automodule:: {package}\n   :no-members:\n",
         f"Everything down to the submodule sections is importable as "
         f"``from {package} import <name>``.\n",
     ]
@@ -165,6 +173,10 @@ def package_page(package: str, submodules: list[str]) -> tuple[str, list[str]]:
             continue
         parts.append(f".. _api-{modname}:\n")
         parts.append(_heading(f"``{modname}``", "-"))
+        if not _shadowed(modname):
+            # A module target for :mod: references (skipped when the parent package
+            # exports a function of the same name, which owns that dotted name).
+            parts.append(f".. py:module:: {modname}\n")
         first = (inspect.getdoc(module) or "").split("\n\n")[0]
         if first:
             parts.append(first + "\n")

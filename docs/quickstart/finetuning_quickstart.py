@@ -62,8 +62,7 @@ with tempfile.TemporaryDirectory() as directory:
 # [/save]
 
 # [reduce]
-from adapters import calibrate
-from adapters.reduce import reduce
+from adapters import calibrate, reduce
 
 # Phase 1 is done: stream real data through the model and collect, per adapter, the
 # second moment of the states it actually visits (the data-driven Gramian).

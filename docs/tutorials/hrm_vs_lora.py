@@ -72,8 +72,7 @@ for name, model in (("HRM", hrm_model), ("LoRA", lora_model)):
 # [/train]
 
 # [reduce]
-from adapters import calibrate
-from adapters.reduce import reduce
+from adapters import calibrate, reduce
 
 stats = calibrate(hrm_model, dfa_batches(BATCH, k=K, length=LENGTH, seed=3),
                   max_batches=8 if FULL else 4, progress=False)
