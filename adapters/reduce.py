@@ -146,7 +146,11 @@ class ReductionReport:
         The selection rule used (``order`` otherwise).
     order : int or dict or None
     lti_seconds : float
-        Total time inside :mod:`lti` calls (export, Gramians, truncation, realisation bound).
+        Total wall time inside :mod:`lti` calls (export, Gramians, truncation, realisation
+        bound).
+    lti_cpu_seconds : float
+        The same as CPU time of the calling thread (insensitive to other load on the machine;
+        equal to the wall time on an idle machine when BLAS runs single-threaded).
     measure_seconds : float
         Time of the optional :func:`lti.hinf_norm` measurements.
     seconds : float
@@ -160,6 +164,7 @@ class ReductionReport:
     rel_tol: float | None = None
     order: object = None
     lti_seconds: float = 0.0
+    lti_cpu_seconds: float = 0.0
     measure_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -205,7 +210,8 @@ class ReductionReport:
         before, after = self.params_before, self.params_after
         pct = 100.0 * after / before if before else float("nan")
         lines += ["", f"parameters {before:,d} -> {after:,d} ({pct:.1f} %); "
-                      f"lti time {self.lti_seconds:.3f} s; total {self.seconds:.3f} s"]
+                      f"lti time {self.lti_seconds:.3f} s (CPU {self.lti_cpu_seconds:.3f} s); "
+                      f"total {self.seconds:.3f} s"]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -310,18 +316,20 @@ class ReductionReport:
 
 
 class _Clock:
-    """Accumulates the time spent inside lti calls."""
+    """Accumulates the wall and CPU (this thread) time spent inside lti calls."""
 
     def __init__(self):
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.measure = 0.0
 
     def __call__(self, fn, *args, **kwargs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - t0
+            self.cpu_seconds += time.thread_time() - c0
 
 
 def _compress(A, B, C):
@@ -340,6 +348,21 @@ def _compress(A, B, C):
     if C.shape[0] > n:
         Qc, C = np.linalg.qr(C)  # C = Qc Rc: (p, n), (n, n)
     return DiscreteLTI(A, B, C), Qb, Qc
+
+
+def _factors(G):
+    """Gramian factors ``(Lc, Lo)`` of a small stable system: Schur-based Lyapunov solves and
+    clipped eigendecompositions (:func:`lti.solve_discrete_lyapunov`, :func:`lti.psd_factor`).
+
+    At the sizes of compressed adapters (n <= 64) this is several times faster than the
+    Hammarling factor, with HSVs equal to float64 rounding relative to ``sigma_1`` (what the
+    bounds need)."""
+    import lti
+
+    A, B, C = np.asarray(G.A), np.asarray(G.B), np.asarray(G.C)
+    P = lti.solve_discrete_lyapunov(A, B @ B.T)
+    Q = lti.solve_discrete_lyapunov(A.T, C.T @ C)
+    return lti.psd_factor(P), lti.psd_factor(Q)
 
 
 def _eig(A):
@@ -526,7 +549,7 @@ def _truncate(Gc, name, gramian, stats_layer, Qb, g, tol, order, rel_tol, method
     n = Gc.n
     t = None if tol is None else (tol / abs(g) if g != 0 else math.inf)
     if gramian == "exact":
-        Lc, Lo = clock(lti.gramian_factors, Gc)  # one Schur form for both
+        Lc, Lo = clock(_factors, Gc)
 
         def run(**kw):
             return clock(lti.balanced_truncation_from_factors, Gc, Lc, Lo, method=method, **kw)
@@ -600,7 +623,8 @@ def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method,
     A_e = np.zeros((r + r_m, r + r_m))
     A_e[:r, :r], A_e[r:, r:] = Ar, A_m
     E, _, _ = clock(_compress, A_e, np.vstack([Br, B_m]), np.hstack([Cr, -C_m]))  # G_r - G_mod
-    realisation = 2.0 * float(np.sum(clock(lti.hankel_singular_values, E)))
+    Lc_e, Lo_e = clock(_factors, E)
+    realisation = 2.0 * float(np.sum(np.linalg.svd(Lo_e.T @ Lc_e, compute_uv=False)))
     slack = FP_SLACK * G.n * _EPS * 2.0 * float(np.sum(plain_hsv))
     lti_seconds = clock.seconds - t_layer
     measured = None
@@ -797,6 +821,7 @@ def reduce(
         layers=tuple(infos), gramian=gramian, method=method,
         tol=None if tol is None else float(tol),
         rel_tol=None if rel_tol is None else float(rel_tol), order=order_out,
-        lti_seconds=clock.seconds, measure_seconds=clock.measure,
+        lti_seconds=clock.seconds, lti_cpu_seconds=clock.cpu_seconds,
+        measure_seconds=clock.measure,
         seconds=time.perf_counter() - t_start,
     )
