@@ -372,6 +372,11 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     a Stein-Sylvester equation split recursively as well, and all coupling updates are
     matrix-matrix products, so nearly all flops are level-3 (Jonsson & Kagstrom's RECSY
     recursion). Small leaves are solved column by column. ``X = Z Y Z^T``.
+    The back-transformation ``Z Y Z^T`` rounds at the level
+    ``eps ||X||``, which dominates the residual when ``X`` is large (spectral radius near
+    1); so when the relative residual exceeds ``1e-13`` one step of iterative refinement
+    (residual in the original coordinates, correction from the same Schur form) follows,
+    typically lowering it ten-fold for a third more time.
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
     (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check.
     The result is symmetrised.
@@ -416,7 +421,7 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     if M is None:
         M = np.diag(a)
     if method == "schur":
-        return _solve_schur(M, Qm)
+        return _solve_schur(M, Qm, refine=True)
     if method == "smith":
         check_stable("A", M)
         return _symmetrise(_smith(M, Qm))
@@ -428,7 +433,12 @@ def _symmetrise(X: np.ndarray) -> np.ndarray:
     return symmetrize_(X)
 
 
-def _solve_schur(M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None) -> np.ndarray:
+_REFINE_RTOL = 1e-13  # one refinement step when ||A X A^H - X + Q||_F exceeds this * ||Q||_F
+
+
+def _solve_schur(
+    M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None, *, refine: bool = False
+) -> np.ndarray:
     n = M.shape[0]
     if n == 0:
         return np.zeros((0, 0), dtype=np.result_type(M, Q))
@@ -438,9 +448,18 @@ def _solve_schur(M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None) -
     T, Z = schur.T, schur.Z
     if np.iscomplexobj(Q) and not np.iscomplexobj(T):
         T, Z = schur.complex_form()
-    Qt = _ct(Z) @ Q @ Z
-    Y = _SteinRecursion(T).symmetric((0, T.shape[0]), _symmetrise(Qt))
-    return _symmetrise(Z @ Y @ _ct(Z))
+    recursion = _SteinRecursion(T)
+
+    def solve(R):
+        Y = recursion.symmetric((0, n), _symmetrise(_ct(Z) @ R @ Z))
+        return _symmetrise(Z @ Y @ _ct(Z))
+
+    X = solve(Q)
+    if refine:
+        R = _symmetrise((M @ X) @ _ct(M) - X + Q)
+        if np.linalg.norm(R) > _REFINE_RTOL * np.linalg.norm(Q):
+            X = _symmetrise(X + solve(R))
+    return X
 
 
 def _smith(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndarray:
