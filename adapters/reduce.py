@@ -190,22 +190,27 @@ class ReductionReport:
         rule = (f"tol={self.tol:g}" if self.tol is not None else
                 f"rel_tol={self.rel_tol:g}" if self.rel_tol is not None else
                 f"order={self.order}")
+        weighted = any(x.weighted_bound is not None for x in self.layers)
+        hsv_kind = "weighted HSVs" if weighted else "HSVs"
         lines = [
             f"Balanced truncation ({self.gramian} Gramians, {rule}); bounds on "
-            "||gate (G - G_r)||_inf",
+            f"||gate (G - G_r)||_inf; sigma: {hsv_kind}",
             "",
             "| layer | modes | order | gate | sigma_r+1/sigma_1 | lower | measured | upper "
-            "| params |",
-            "|---|---|---|---|---|---|---|---|---|",
+            + ("| weighted " if weighted else "") + "| params |",
+            "|---|---|---|---|---|---|---|---|" + ("---|" if weighted else "") + "---|",
         ]
         for x in self.layers:
             s1 = x.hsv[0] if x.hsv and x.hsv[0] > 0 else float("nan")
             nxt = x.hsv[x.order_after] / s1 if x.order_after < len(x.hsv) else 0.0
             meas = "-" if x.measured_error is None else f"{x.measured_error:.3g}"
+            wcol = ""
+            if weighted:
+                wcol = "- | " if x.weighted_bound is None else f"{x.weighted_bound:.3g} | "
             lines.append(
                 f"| {x.name} | {x.modes_before} -> {x.modes_after} | {x.order_before} -> "
                 f"{x.order_after} | {x.gate:.3g} | {nxt:.3g} | {x.lower_bound:.3g} | {meas} | "
-                f"{x.upper_bound:.3g} | {x.params_before:,d} -> {x.params_after:,d} |"
+                f"{x.upper_bound:.3g} | {wcol}{x.params_before:,d} -> {x.params_after:,d} |"
             )
         before, after = self.params_before, self.params_after
         pct = 100.0 * after / before if before else float("nan")
@@ -808,10 +813,15 @@ def reduce(
     clock = _Clock()
     built, infos = {}, []
     for name, wrapper in adapted.items():  # build everything first, then swap
-        new, info = _reduce_layer(
-            name, wrapper.adapter, gramian=gramian, stats=stats, tol=tol, order=order,
-            rel_tol=rel_tol, method=method, measure=measure, cond_max=cond_max, clock=clock,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            new, info = _reduce_layer(
+                name, wrapper.adapter, gramian=gramian, stats=stats, tol=tol, order=order,
+                rel_tol=rel_tol, method=method, measure=measure, cond_max=cond_max,
+                clock=clock,
+            )
+        for w in caught:  # re-issued at the caller, naming the layer
+            warnings.warn(f"adapter {name!r}: {w.message}", w.category, stacklevel=2)
         built[name] = new
         infos.append(info)
     for name, new in built.items():
