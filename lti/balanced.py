@@ -386,6 +386,8 @@ def _finish(G, reduced_mats, T, Ti, hsv, bounds_s, r_total, lower, method, match
     Gr = DiscreteLTI(*reduced_mats, dt=G.dt)
     if was_control:
         Gr = Gr.to_control()
+    for X in (hsv, error_bounds, T, Ti):
+        X.setflags(write=False)  # a frozen result holds read-only arrays
     return BalancedTruncation(
         reduced=Gr,
         hsv=hsv,
