@@ -104,6 +104,8 @@ html_show_sourcelink = False
 html_theme_options = {
     "navbar_align": "left",
     "header_links_before_dropdown": 8,
+    "navbar_persistent": [],
+    "navbar_end": ["search-button", "theme-switcher"],
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "footer_start": ["copyright"],
