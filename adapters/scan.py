@@ -158,8 +158,8 @@ class _ParallelScan(torch.autograd.Function):
         if not (need_u or need_a or need_s0):
             return None, None, None, None
         ac = a.conj()
-        # adjoint: lam_t = g_t + conj(a) lam_{t+1}, a scan over the reversed sequence
-        lam = ctx.core(g.flip(1), ac, None).flip(1)  # (B, L, N)
+        # adjoint: lam_t = g_t + conj(a) lam_{t+1}, the same scan backwards in time
+        lam = ctx.core(g, ac, None, reverse=True)  # (B, L, N)
         if need_u:
             grad_u = lam
         if need_a:
@@ -209,8 +209,10 @@ def _fast_len(n: int) -> int:
 # --------------------------------------------------------------------------- FFT scan
 
 
-def _fft_core(u, a, s0):
+def _fft_core(u, a, s0, reverse=False):
     """FFT scan on validated compute-dtype tensors (no autograd)."""
+    if reverse:  # s_t = a s_{t+1} + u_t with s_L = s0
+        return _fft_core(u.flip(1), a, s0).flip(1)
     L = u.shape[1]
     n = _fast_len(2 * L)
     P = _powers(a, L + 1, u.dtype)  # (L + 1, N), P[k] = a^k
@@ -282,14 +284,17 @@ def fft_scan(u, a, s0=None):
 # --------------------------------------------------------------------------- chunked scan
 
 
-def _chunked_core(u, a, s0, T):
-    """Blocked scan on validated compute-dtype tensors (no autograd), by device."""
+def _chunked_core(u, a, s0, T, reverse=False):
+    """Blocked scan on validated compute-dtype tensors (no autograd), by device.
+
+    ``reverse=True`` runs ``s_t = a s_{t+1} + u_t`` with ``s_L = s0`` (the adjoint scan).
+    """
     if u.device.type == "cpu":
-        return _chunked_loop_core(u, a, s0, T)
-    return _chunked_matmul_core(u, a, s0, T)
+        return _chunked_loop_core(u, a, s0, T, reverse)
+    return _chunked_matmul_core(u, a, s0, T, reverse)
 
 
-def _chunked_loop_core(u, a, s0, T):
+def _chunked_loop_core(u, a, s0, T, reverse=False):
     """CPU form: the in-chunk recursion, vectorised over all chunks (T steps), then the carry.
 
     Same algorithm as :func:`_chunked_matmul_core` with the ``T x T`` decay-matrix product
@@ -300,36 +305,48 @@ def _chunked_loop_core(u, a, s0, T):
     T = max(1, min(T, L))
     nc = -(-L // T)  # number of chunks
     pad = nc * T - L
-    if pad:
-        u = torch.nn.functional.pad(u, (0, 0, 0, pad))  # (B, nc*T, N)
+    if pad:  # zeros that the scan meets last: after the end, or before the start if reverse
+        u = torch.nn.functional.pad(u, (0, 0, pad, 0) if reverse else (0, 0, 0, pad))
     x = u.reshape(Bsz, nc, T, N)  # (B, nc, T, N)
     s = torch.empty_like(x)
     a_c = a.to(u.dtype)  # deeper levels get a^T in float64, rounded here only for the steps
     xs, ss = x.unbind(2), s.unbind(2)  # T views (B, nc, N) each
-    ss[0].copy_(xs[0])
-    for t in range(1, T):  # zero-state scan inside every chunk at once
-        torch.addcmul(xs[t], a_c, ss[t - 1], out=ss[t])  # (B, nc, N)
+    first, steps = (T - 1, range(T - 2, -1, -1)) if reverse else (0, range(1, T))
+    ss[first].copy_(xs[first])
+    d = 1 if reverse else -1  # the neighbour each step reads
+    for t in steps:  # zero-state scan inside every chunk at once
+        torch.addcmul(xs[t], a_c, ss[t + d], out=ss[t])  # (B, nc, N)
     wide = torch.complex128 if u.is_complex() else torch.float64
     Pw = _powers(a, T + 1, wide)  # (T + 1, N), a^k in float64/complex128
     if nc == 1:
-        prev = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-    else:
+        carry = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+    elif not reverse:
         ends = s[:, :-1, -1]  # (B, nc-1, N), chunk-end states from zero
         S = _chunked_loop_core(ends, Pw[T], s0, T)  # (B, nc-1, N), true ends (decay a^T)
-        first = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-        prev = torch.cat([first, S], dim=1)  # (B, nc, N), state before each chunk
-    if prev is not None:
-        s.addcmul_(Pw[1:].to(u.dtype), prev.unsqueeze(2))  # + a^(t+1) * carried state
+        s_in = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        carry = torch.cat([s_in, S], dim=1)  # (B, nc, N), state before each chunk
+    else:
+        starts = s[:, 1:, 0]  # (B, nc-1, N), chunk-start values from zero
+        S = _chunked_loop_core(starts, Pw[T], s0, T, True)  # true starts of chunks 1..nc-1
+        s_out = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        carry = torch.cat([S, s_out], dim=1)  # (B, nc, N), state after each chunk
+    if carry is not None:
+        P = Pw[1:].flip(0) if reverse else Pw[1:]  # (T, N): a^(T-t) or a^(t+1)
+        s.addcmul_(P.to(u.dtype), carry.unsqueeze(2))  # + decayed carried state
     s = s.reshape(Bsz, nc * T, N)  # (B, nc*T, N)
-    return s[:, :L] if pad else s
+    if not pad:
+        return s
+    return s[:, pad:] if reverse else s[:, :L]
 
 
-def _chunked_matmul_core(u, a, s0, T):
+def _chunked_matmul_core(u, a, s0, T, reverse=False):
     """Matmul form (CUDA and other accelerators): recursive over chunk ends.
 
     One batched matmul per level does everything: each chunk's inputs, augmented by the state
     carried into the chunk, times the ``(T + 1, T)`` matrix ``[M^T; a^(t+1)]`` of its mode.
     """
+    if reverse:
+        return _chunked_matmul_core(u.flip(1), a, s0, T).flip(1)
     Bsz, L, N = u.shape
     T = max(1, min(T, L))
     nc = -(-L // T)  # number of chunks
@@ -426,8 +443,8 @@ def _recurrent_scan(u, a, s0):
     Bsz, L, N = u.shape
     s = torch.zeros((Bsz, N), dtype=u.dtype, device=u.device) if s0 is None else s0
     states = []
-    for t in range(L):
-        s = a * s + u[:, t]  # (B, N)
+    for u_t in u.unbind(1):  # unbind: one backward node for all steps, not L full-size scatters
+        s = a * s + u_t  # (B, N)
         states.append(s)
     return torch.stack(states, dim=1), s
 
