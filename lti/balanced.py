@@ -78,8 +78,9 @@ class BalancedTruncation:
     n_unstable : int
         Number of unstable states (|lambda| >= 1) kept unchanged.
     minimal_order : int
-        Number of HSVs of the stable part above ``n_s * eps * sigma_1`` (SLICOT's rule):
-        the order of a minimal realisation of the stable part.
+        Number of HSVs of the stable part above the noise floor
+        ``n_s eps max(sigma_1, ||Lc|| ||Lo|| / (1 - rho^2))`` (see
+        :func:`balanced_truncation`): the numerical order of a minimal realisation.
     """
 
     reduced: object
@@ -286,8 +287,8 @@ def _select_order(hsv, bounds, order, tol, nmin, stacklevel):
         if r > nmin:
             warnings.warn(
                 f"requested {r} stable states but only {nmin} Hankel singular values exceed "
-                f"n*eps*sigma_1 = {ns * _EPS * (hsv[0] if ns else 0.0):.3g} (the rest belong to "
-                f"a non-minimal part that cannot be balanced); keeping {nmin}",
+                f"the rounding-noise floor (the rest belong to a numerically non-minimal part "
+                f"that cannot be balanced); keeping {nmin}",
                 UserWarning,
                 stacklevel=stacklevel,
             )
@@ -344,13 +345,41 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
     return Q, (R / s[lo:hi]) @ (Uk.T @ Lo.T)
 
 
-def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel):
+def _norm2(L: np.ndarray) -> float:
+    """Estimate of the spectral norm ||L||_2 (a few power iterations on L^T L)."""
+    if L.size == 0:
+        return 0.0
+    x = np.ones(L.shape[1]) / np.sqrt(L.shape[1])
+    est = 0.0
+    for _ in range(20):
+        y = L.T @ (L @ x)
+        ny = float(np.linalg.norm(y))
+        if ny == 0.0:
+            return float(np.max(np.abs(L)))
+        x, prev, est = y / ny, est, np.sqrt(ny)
+        if abs(est - prev) <= 1e-3 * est:
+            break
+    return max(est, float(np.max(np.abs(L))))
+
+
+def _noise_floor(hsv, Lc, Lo, rho) -> float:
+    """HSVs at or below this level are zero in floating point (see balanced_truncation)."""
+    n = hsv.size
+    if n == 0:
+        return 0.0
+    scale = _norm2(Lc) * _norm2(Lo)
+    if rho is not None:
+        scale /= max(1.0 - rho * rho, _EPS)  # conditioning of the Stein equations
+    return n * _EPS * max(float(hsv[0]), scale)
+
+
+def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel, rho=None):
     """Balanced truncation / SPA of a stable (A, B, C, D) with given Gramian factors."""
     n = A.shape[0]
     hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
     tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
     bounds = 2.0 * tail  # (n + 1,)
-    nmin = int(np.count_nonzero(hsv > n * _EPS * hsv[0])) if n else 0
+    nmin = int(np.count_nonzero(hsv > _noise_floor(hsv, Lc, Lo, rho)))
     r = _select_order(hsv, bounds, order, tol, nmin, stacklevel + 1)
     if method == "auto":
         method = "sr" if r == 0 or hsv[0] <= AUTO_BFSR_RATIO * hsv[r - 1] else "bfsr"
@@ -455,7 +484,7 @@ def balanced_truncation(
     -----
     UserWarning
         When an explicit `order` splits tied HSVs (relative gap <= 1e-10); when the order
-        had to be lowered to the minimal order (HSVs below ``n_s * eps * sigma_1`` are
+        had to be lowered to the minimal order (HSVs below the noise floor, see Notes, are
         zero in floating point: those states cannot be balanced and contribute nothing);
         when `tol` is met only by the full order.
 
@@ -485,9 +514,14 @@ def balanced_truncation(
     only the full order does. A cut that would split tied HSVs (relative gap <= 1e-10) is
     moved up to the end of the tie (the bound only gets smaller); an explicit `order` is
     kept and a warning is given, because with tied HSVs on both sides the reduced model is
-    not guaranteed to be asymptotically stable. HSVs at or below ``n_s * eps * sigma_1``
-    (SLICOT's rule) belong to a non-minimal part; the order is capped at the number of
-    larger ones (``minimal_order``), as SLICOT AB09AD does.
+    not guaranteed to be asymptotically stable. HSVs are computed to an absolute accuracy
+    of about ``eps ||Lc|| ||Lo||``, amplified by the conditioning ``1 / (1 - rho^2)`` of the
+    Stein equations (``rho`` the spectral radius of the stable part); HSVs at or below the
+    noise floor ``n_s eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` cannot be told
+    from zero: they belong to a (numerically) non-minimal part, which cannot be balanced,
+    and the order is capped at the number of larger ones (``minimal_order``), as SLICOT
+    AB09AD caps it with its rule ``n_s eps sigma_1`` (the same floor for a well-scaled
+    system; ours also catches systems whose transfer function nearly cancels).
 
     Unstable systems: the real Schur form is reordered so that the eigenvalues with
     ``|lambda| < 1`` come first and a Sylvester equation decouples
@@ -535,9 +569,10 @@ def balanced_truncation(
         Lc, Lo = _stable_factors(G.A, G.B, G.C, schur=S)
     else:
         Lc = Lo = np.zeros((0, 0))
+    rho_s = rho if W1 is None else float(np.max(np.abs(np.linalg.eigvals(As)), initial=0.0))
     mats, Ts, Tis, hsv, bounds, r, lower, method, nmin = _reduce_stable(
         Gs.A, Gs.B, Gs.C, Gs.D, Lc, Lo, None if order is None else order - nu, tol,
-        method, match_dc, stacklevel=3,
+        method, match_dc, stacklevel=3, rho=rho_s,
     )
     if W1 is None:
         T, Ti = Ts, Tis
@@ -586,7 +621,8 @@ def balanced_truncation_from_factors(
     Notes
     -----
     The same square-root / balancing-free / singular-perturbation algorithms as
-    :func:`balanced_truncation`, with no stable/unstable split. The bounds
+    :func:`balanced_truncation`, with no stable/unstable split; the noise floor for zero
+    HSVs is ``n eps max(sigma_1, ||Lc||_2 ||Lo||_2)`` (the factors are taken as given). The bounds
     ``error_bound`` and ``lower_bound`` are certified H-infinity bounds only when `Lc`
     and `Lo` factor the exact infinite-horizon Gramians of a stable `sys`; with other
     Gramians (input-weighted, finite-horizon, empirical) they are the same formulas

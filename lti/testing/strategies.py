@@ -99,9 +99,11 @@ def _orthogonal(draw, n: int) -> np.ndarray:
     """A random orthogonal matrix (QR of a drawn matrix; identity when degenerate)."""
     if n == 0:
         return np.eye(0)
-    M = _matrix(draw, (n, n)) + 2.0 * np.eye(n)  # diagonally shifted: never singular
+    M = _matrix(draw, (n, n), tiny=1e-6) + 2.0 * np.eye(n)  # shifted: never singular
     Q, R = np.linalg.qr(M)
-    return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))
+    Q = Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))
+    Q[np.abs(Q) < 1e-150] = 0.0  # no subnormal entries from exact-zero rotations
+    return Q
 
 
 def _modal(radii: np.ndarray, angles: np.ndarray, n: int) -> np.ndarray:
