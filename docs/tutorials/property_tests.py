@@ -3,8 +3,9 @@
 
 The file is both a pytest module (``pytest docs/tutorials/property_tests.py``) and a
 script (``python docs/tutorials/property_tests.py`` runs every test once, which is how
-``tests/test_docs.py`` executes it). Each property runs 25 hypothesis examples here; in a
-real suite, raise ``max_examples``.
+``tests/test_docs.py`` executes it). Each property runs 25 hypothesis examples here,
+derandomized so that every run checks the same ones; while developing, drop
+``derandomize=True, database=None`` to search new systems on every run.
 """
 
 # [bounds]
@@ -16,7 +17,7 @@ from lti import balanced_truncation
 from lti.testing import assert_reduction_within_bounds, strategies
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
 @given(case=strategies.systems_and_orders(n=(2, 10), orders="proper",
                                           kind=("dense", "non_normal", "near_unit_circle")))
 def test_balanced_truncation_error_within_bounds(case):
@@ -36,7 +37,7 @@ from hypothesis import strategies as st
 from lti import hankel_singular_values
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
 @given(G=strategies.stable_systems(n=(1, 8), kind=("dense", "diagonal", "complex_diagonal")),
        seed=st.integers(0, 2**32 - 1))
 def test_hsv_are_invariant_under_a_change_of_coordinates(G, seed):
@@ -51,7 +52,7 @@ def test_hsv_are_invariant_under_a_change_of_coordinates(G, seed):
 
 
 # [dc-gain]
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
 @given(case=strategies.systems_and_orders(n=(2, 8), orders="proper", kind=("dense", "diagonal")))
 def test_singular_perturbation_keeps_the_dc_gain(case):
     G, r = case
