@@ -157,11 +157,13 @@ def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
     if A.shape[0] and schur is None and np.any(A - np.diag(np.diag(A))):
         schur = real_schur(A)
     # solve with B, C scaled to unit size (the factors scale linearly), so that tiny or
-    # huge data neither underflow nor overflow inside the solver
-    b = float(np.max(np.abs(B), initial=0.0)) or 1.0
-    c = float(np.max(np.abs(C), initial=0.0)) or 1.0
-    Lc = lyapunov_factor(A, B / b, schur=schur) * b
-    Lo = lyapunov_factor(A, C.T / c, transpose=True, schur=schur) * c
+    # huge data neither underflow nor overflow inside the solver; B = 0 gives P = 0
+    n = A.shape[0]
+    b = float(np.max(np.abs(B), initial=0.0))
+    c = float(np.max(np.abs(C), initial=0.0))
+    Lc = lyapunov_factor(A, B / b, schur=schur) * b if b > 0 else np.zeros((n, n))
+    Lo = (lyapunov_factor(A, C.T / c, transpose=True, schur=schur) * c if c > 0
+          else np.zeros((n, n)))
     if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
         raise SolverError(
             "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "

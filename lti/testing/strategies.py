@@ -236,6 +236,8 @@ def stable_systems(
         scale = max(float(np.max(np.abs(lam), initial=0.0)), 0.1)
         Q = _orthogonal(draw, n)
         A = Q @ (np.diag(lam) + scale * N) @ Q.T
+    for X in (A, B, C):
+        X[np.abs(X) < 1e-150] = 0.0  # no subnormal round-off from the basis changes
     return DiscreteLTI(A, B, C, D, dt)
 
 
