@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backbone", default="tiny", choices=BACKBONES,
                         help="frozen backbone: the project's pretrained character GPT-2 "
                              "(default) or SmolLM2-135M (slow on CPU)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (default 1: the models are small, and "
+                             "more threads on a busy machine can be many times slower)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars or logs")
     return parser
 
@@ -68,11 +71,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     status : int
         0 on success, 2 on a configuration error (message on stderr).
     """
+    args = build_parser().parse_args(argv)
+    if args.threads < 1:
+        print(f"error: `--threads` must be >= 1; got {args.threads}", file=sys.stderr)
+        return 2
+    import torch
+
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        torch.set_num_threads(threads_before)
+
+
+def _run(args: argparse.Namespace) -> int:
     from adapters.exceptions import AdapterConfigError
     from adapters.experiment import format_results, run_experiment
     from adapters.presets import get_preset
 
-    args = build_parser().parse_args(argv)
     progress = not args.no_progress
     if progress:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",

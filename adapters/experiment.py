@@ -198,7 +198,12 @@ class _Remapped:
 
 
 def _smollm2_token_table() -> torch.Tensor:
-    """Map every id of the shared vocabulary to one SmolLM2 token (a single character)."""
+    """Map every id of the shared vocabulary to one SmolLM2 token (a single character).
+
+    Characters map to themselves; task tokens to characters (``SEP_T`` -> ``|``, ``SEP_Q`` ->
+    ``=``, bits -> ``0``/``1``, states -> ``A``, ``B``, ...). The map is injective within each
+    task's tokens and within the text alphabet (the two never share a sample).
+    """
     from .backbone import load_smollm2_tokenizer
     from .tasks import decode
 
@@ -513,18 +518,27 @@ def format_results(results: dict[str, Any]) -> str:
         "measured with lti.hinf_norm:",
         "",
         "| layer | order r / n | modes | gate | sigma_{r+1}/sigma_1 | lower bound "
-        "| measured | upper bound |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| measured | upper bound | weighted bound (data) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in r["reduction"]:
         hsv, order = row["hsv"], row["order_after"]
         ratio = hsv[order] / hsv[0] if order < len(hsv) and hsv[0] > 0 else 0.0
         measured = "-" if row["measured_error"] is None else f"{row['measured_error']:.3g}"
+        weighted = "-" if row["weighted_bound"] is None else f"{row['weighted_bound']:.3g}"
         lines.append(
             f"| {row['name']} | {order} / {row['order_before']} | "
             f"{row['modes_before']} -> {row['modes_after']} | {row['gate']:.3g} | "
-            f"{ratio:.3g} | {row['lower_bound']:.3g} | {measured} | {row['upper_bound']:.3g} |"
+            f"{ratio:.3g} | {row['lower_bound']:.3g} | {measured} | {row['upper_bound']:.3g} | "
+            f"{weighted} |"
         )
+    lines += [
+        "",
+        "lower = gate x sigma_{r+1} of the unweighted system; upper = certified bound for the "
+        "installed module (with data Gramians the plain bound of input-weighted truncation, "
+        "which can be loose); weighted bound = gate x 2 sum_{i>r} of the weighted HSVs, the "
+        "bound on the error for inputs shaped like the calibration data.",
+    ]
     sign = 1.0 if r["higher_is_better"] else -1.0
     lines += [
         "",
@@ -533,4 +547,11 @@ def format_results(results: dict[str, Any]) -> str:
         f"HRM-BT phase 2 - HRM: {sign * (s['hrm_bt_phase2'] - s['hrm']):+.4f} "
         f"(positive = better; one seed, no error bars). Wall time {r['seconds']['total']:.0f} s.",
     ]
+    majority = r["baselines"].get("majority")
+    if majority is not None and max(s["lora"], s["hrm"]) <= majority + 0.005:
+        lines.append(
+            "Neither LoRA nor HRM beats the majority-class baseline here: in this budget no "
+            "adapter learned the task, so the differences above say nothing about the methods "
+            "(use a larger preset or `benchmarks/bench_tasks.py`)."
+        )
     return "\n".join(lines)
