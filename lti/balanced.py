@@ -7,7 +7,7 @@ realisation to its r dominant states gives a stable ``Gr`` with the certified bo
 
 .. math:: \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le 2 \\sum_{i > r} \\sigma_i .
 
-Unstable systems are split into a stable and an unstable part (|lambda| >= 1); the
+Unstable systems are split into a stable and an unstable part (:math:`|\\lambda| \\ge 1`); the
 unstable part is kept exactly and only the stable part is reduced, so the bounds, the HSVs
 and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred``).
 """
@@ -76,7 +76,7 @@ class BalancedTruncation:
     match_dc : bool
         Whether the singular-perturbation approximation was used (``G_r(1) = G(1)``).
     n_unstable : int
-        Number of unstable states (|lambda| >= 1) kept unchanged.
+        Number of unstable states (:math:`|\\lambda| \\ge 1`) kept unchanged.
     minimal_order : int
         Number of HSVs of the stable part above the noise floor
         ``n_s eps max(sigma_1, ||Lc|| ||Lo|| / (1 - rho^2))`` (see
@@ -260,7 +260,7 @@ def hankel_singular_values(sys) -> np.ndarray:
 
 
 def _split_unstable(G: DiscreteLTI):
-    """Block-diagonalise ``A`` into stable (|lambda| < 1) and unstable parts.
+    """Block-diagonalise ``A`` into stable (``|lambda| < 1``) and unstable parts.
 
     Ordered real Schur form ``A = Z [[T11, T12], [0, T22]] Z^T`` (stable eigenvalues
     first), then the Sylvester equation ``T11 X - X T22 + T12 = 0`` decouples the blocks:
