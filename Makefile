@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # The CPU build of torch; a plain "torch" requirement would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install demo test lint docs bench clean
+.PHONY: install demo demo-lti test lint docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,14 @@ $(STAMP): $(PY) setup.cfg pyproject.toml
 
 install: $(STAMP)
 
+# The main job: pretrain (or load the cached) tiny frozen backbone, train iso-parameter LoRA and
+# HRM adapters, calibrate, reduce by balanced truncation, fine-tune the reduced adapter (phase 2),
+# and write a results table and an HSV plot to runs/ (python -m adapters --help for options).
 demo: $(STAMP)
+	$(PY) -m adapters
+
+# The lti-only example: reduce a built-in heat-equation model, print HSVs, order and both bounds.
+demo-lti: $(STAMP)
 	$(PY) -m lti.demo
 
 test: $(STAMP)
@@ -31,6 +38,9 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check lti adapters tests benchmarks docs
+
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
