@@ -418,11 +418,31 @@ class DiagonalSSM(nn.Module):
         return next(self.parameters()).dtype
 
     def initial_state(self, batch_size, device=None):
-        """Zero state, shape ``(batch_size, N)``, of :attr:`state_dtype`."""
+        """Zero state, shape ``(batch_size, N)``, of :attr:`state_dtype`.
+
+        Parameters
+        ----------
+        batch_size : int
+            Number of sequences ``B``.
+        device : torch.device or str, optional
+            Device of the state; that of the parameters when None.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, N)
+            Zeros of :attr:`state_dtype` (complex unless ``mode == "real"``).
+
+        Examples
+        --------
+        >>> ssm = DiagonalSSM(8, 4)
+        >>> ssm.initial_state(3).shape
+        torch.Size([3, 4])
+        """
         device = device if device is not None else next(self.parameters()).device
         return torch.zeros(batch_size, self.d_state, dtype=self.state_dtype, device=device)
 
     def extra_repr(self) -> str:
+        """Sizes, mode and scan shown by ``repr(module)``."""
         return (
             f"d_model={self.d_model}, d_state={self.d_state}, mode={self.mode!r}, "
             f"n_real={self.n_real}, n_complex={self.n_complex}, scan={self.scan!r}"
@@ -743,14 +763,59 @@ class HRMAdapter(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def initial_state(self, batch_size, device=None):
-        """Zero state of the wrapped SSM, shape ``(batch_size, N)``."""
+        """Zero state of the wrapped SSM, shape ``(batch_size, N)``.
+
+        Parameters
+        ----------
+        batch_size : int
+            Number of sequences ``B``.
+        device : torch.device or str, optional
+            Device of the state; that of the parameters when None.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, N)
+            Zeros of the SSM's :attr:`DiagonalSSM.state_dtype`.
+        """
         return self.ssm.initial_state(batch_size, device)
 
     def extra_repr(self) -> str:
+        """Stream and gate value shown by ``repr(module)``."""
         return f"reads={self.reads!r}, gate={float(self.gate):.4g}"
 
     def forward(self, u, state=None, *, return_state=False):
-        """``gate · ssm(u)``; arguments and returns as :meth:`DiagonalSSM.forward`."""
+        """Gated output ``gate · ssm(u)`` over a sequence.
+
+        Parameters
+        ----------
+        u : torch.Tensor, shape (B, L, H)
+            Input sequence (the stream the adapter reads).
+        state : torch.Tensor, shape (B, N), optional
+            State before the first step; zeros when None (see :meth:`DiagonalSSM.forward`).
+        return_state : bool, optional
+            Also return the final state.
+
+        Returns
+        -------
+        y : torch.Tensor, shape (B, L, H)
+            ``gate`` times the SSM output (dtype as :meth:`DiagonalSSM.forward`).
+        state : torch.Tensor, shape (B, N)
+            Final state (only with ``return_state=True``); not scaled by the gate.
+
+        Raises
+        ------
+        AdapterDtypeError
+            If ``u`` is not a floating-point tensor.
+        AdapterShapeError
+            If ``u`` is not (B, L, H) with ``H = d_model``, or ``state`` is not (B, N).
+
+        Examples
+        --------
+        >>> adapter = HRMAdapter(8, 4, gate_init=0.5)
+        >>> y, s = adapter(torch.randn(2, 5, 8), return_state=True)
+        >>> tuple(y.shape), tuple(s.shape)
+        ((2, 5, 8), (2, 4))
+        """
         if return_state:
             y, state = self.ssm(u, state, return_state=True)
             return self.gate.to(y.dtype) * y, state
@@ -758,6 +823,39 @@ class HRMAdapter(nn.Module):
         return self.gate.to(y.dtype) * y
 
     def step(self, x_t, state=None):
-        """One decoding step; arguments and returns as :meth:`DiagonalSSM.step`."""
+        """One decoding step: ``gate · y_t`` with ``y_t, state = ssm.step(x_t, state)``.
+
+        Parameters
+        ----------
+        x_t : torch.Tensor, shape (B, H)
+            Input at the current position.
+        state : torch.Tensor, shape (B, N), optional
+            State after the previous position; zeros when None.
+
+        Returns
+        -------
+        y_t : torch.Tensor, shape (B, H)
+            Gated output at the current position.
+        state : torch.Tensor, shape (B, N)
+            New state (not scaled by the gate).
+
+        Raises
+        ------
+        AdapterDtypeError
+            If ``x_t`` is not a floating-point tensor.
+        AdapterShapeError
+            If ``x_t`` is not (B, H) with ``H = d_model``, or ``state`` is not (B, N).
+
+        Examples
+        --------
+        One step equals the last position of :meth:`forward` on the same prefix:
+
+        >>> adapter = HRMAdapter(8, 4, gate_init=0.5)
+        >>> u = torch.randn(2, 3, 8)
+        >>> _, s = adapter(u[:, :2], return_state=True)
+        >>> y_t, _ = adapter.step(u[:, 2], s)
+        >>> torch.allclose(y_t, adapter(u)[:, 2], atol=1e-5)
+        True
+        """
         y, state = self.ssm.step(x_t, state)
         return self.gate.to(y.dtype) * y, state
