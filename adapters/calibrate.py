@@ -268,7 +268,31 @@ class LayerStats:
         return out
 
     def load_arrays(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Replace the moments by ``arrays`` (as returned by :meth:`arrays`, e.g. summed)."""
+        """Replace the moments by ``arrays`` (as returned by :meth:`arrays`, e.g. summed).
+
+        Parameters
+        ----------
+        arrays : mapping of str to numpy.ndarray
+            ``"<which>.count"`` (int64 scalar, tokens), ``"<which>.sum"`` (n,) and
+            ``"<which>.sum_outer"`` (n, n) for each collected ``which`` in ``{"state",
+            "inputs"}``; ``n`` is :attr:`order` for ``"state"`` and ``H`` for ``"inputs"``.
+            Extra keys are ignored.
+
+        Raises
+        ------
+        AdapterError
+            A key needed for a collected statistic is missing.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> layer = LayerStats("mlp", 3, 2, 0, "fp", "data")  # H = 3, order 2
+        >>> X = np.arange(6.0).reshape(3, 2)  # three tokens' states, (tokens, order)
+        >>> layer.load_arrays({"state.count": np.int64(3), "state.sum": X.sum(0),
+        ...                    "state.sum_outer": X.T @ X})
+        >>> layer.count, layer.state_covariance().shape
+        (3, (2, 2))
+        """
         from lti import StateCovarianceAccumulator
 
         for which in ("state", "inputs"):
@@ -353,7 +377,37 @@ class CalibrationStats:
 
     # ---- combine
     def merge(self, other: CalibrationStats) -> CalibrationStats:
-        """Statistics of both (a new object; layers, structure and fingerprints must agree)."""
+        """Statistics of both (a new object; layers, structure and fingerprints must agree).
+
+        Parameters
+        ----------
+        other : CalibrationStats
+            Statistics of the same adapters (same layer names, sizes, fingerprints and
+            ``gramian``), e.g. from another data shard. Neither input is modified.
+
+        Returns
+        -------
+        CalibrationStats
+            Token counts, sums and sums of outer products added layer by layer.
+
+        Raises
+        ------
+        AdapterConfigError
+            ``other`` is not :class:`CalibrationStats` or describes different adapters.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> layer = LayerStats("mlp", 3, 2, 0, "fp", "data")
+        >>> X = np.arange(6.0).reshape(3, 2)
+        >>> layer.load_arrays({"state.count": np.int64(3), "state.sum": X.sum(0),
+        ...                    "state.sum_outer": X.T @ X})
+        >>> stats = CalibrationStats({"mlp": layer}, "data")
+        >>> both = stats.merge(stats)
+        >>> both.tokens, bool(np.allclose(both["mlp"].state_covariance(),
+        ...                               stats["mlp"].state_covariance()))
+        (6, True)
+        """
         self._check_compatible(other)
         out = CalibrationStats({}, self.gramian)
         for name, mine in self.layers.items():
@@ -403,6 +457,11 @@ class CalibrationStats:
         group : ProcessGroup, optional
             Default: the world.
 
+        Returns
+        -------
+        CalibrationStats
+            ``self``, now holding the sums over all ranks.
+
         Raises
         ------
         AdapterError
@@ -445,7 +504,14 @@ class CalibrationStats:
 
     # ---- serialisation
     def state_dict(self) -> dict:
-        """``{"meta": JSON-able dict, "arrays": {"<layer>/<key>": ndarray}}``."""
+        """Everything needed to rebuild the statistics, as plain data.
+
+        Returns
+        -------
+        dict
+            ``{"meta": JSON-able dict, "arrays": {"<layer>/<key>": ndarray}}``; the keys and
+            shapes of the arrays are those of :meth:`LayerStats.arrays`.
+        """
         arrays = {}
         for name, layer in self.layers.items():
             for key, value in layer.arrays().items():
@@ -456,7 +522,22 @@ class CalibrationStats:
 
     @classmethod
     def from_state_dict(cls, state: Mapping) -> CalibrationStats:
-        """Inverse of :meth:`state_dict`."""
+        """Inverse of :meth:`state_dict`.
+
+        Parameters
+        ----------
+        state : mapping
+            ``{"meta": ..., "arrays": ...}`` as returned by :meth:`state_dict`.
+
+        Returns
+        -------
+        CalibrationStats
+
+        Raises
+        ------
+        AdapterError
+            ``state`` is malformed, of another format or version, or misses an array.
+        """
         try:
             meta, arrays = state["meta"], state["arrays"]
             if meta.get("format") != _FORMAT or meta.get("version") != _FORMAT_VERSION:
@@ -474,7 +555,33 @@ class CalibrationStats:
             raise AdapterError(f"not valid calibration statistics: {exc}") from exc
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write to ``path`` (``.npz``: the moments plus a JSON header; no pickling)."""
+        """Write to ``path`` (``.npz``: the moments plus a JSON header; no pickling).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            File to write (overwritten if it exists); used as given, so name it ``*.npz``.
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> layer = LayerStats("mlp", 3, 2, 0, "fp", "data")
+        >>> X = np.arange(6.0).reshape(3, 2)
+        >>> layer.load_arrays({"state.count": np.int64(3), "state.sum": X.sum(0),
+        ...                    "state.sum_outer": X.T @ X})
+        >>> stats = CalibrationStats({"mlp": layer}, "data")
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     back = CalibrationStats.load(stats.save(os.path.join(d, "stats.npz")))
+        >>> back.tokens, bool(np.array_equal(back["mlp"].state_covariance(),
+        ...                                  stats["mlp"].state_covariance()))
+        (3, True)
+        """
         state = self.state_dict()
         path = Path(path)
         header = np.frombuffer(json.dumps(state["meta"]).encode(), dtype=np.uint8)
@@ -484,7 +591,24 @@ class CalibrationStats:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CalibrationStats:
-        """Read statistics written by :meth:`save`."""
+        """Read statistics written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A ``.npz`` file written by :meth:`save`.
+
+        Returns
+        -------
+        CalibrationStats
+
+        Raises
+        ------
+        AdapterError
+            The file's header or arrays are not valid calibration statistics.
+        OSError
+            The file cannot be read.
+        """
         with np.load(Path(path), allow_pickle=False) as data:
             meta = json.loads(data["__meta__"].tobytes().decode())
             arrays = {k: data[k] for k in data.files if k != "__meta__"}
