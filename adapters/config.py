@@ -168,7 +168,13 @@ class HRMConfig:
             )
 
     def ssm_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`adapters.ssm.DiagonalSSM` (besides the sizes)."""
+        """Keyword arguments for :class:`adapters.ssm.DiagonalSSM` (besides the sizes).
+
+        Returns
+        -------
+        dict
+            ``mode``, ``dt_min``, ``dt_max``, ``scan`` and ``init``.
+        """
         return {
             "mode": self.mode,
             "dt_min": float(self.dt_min),
@@ -178,11 +184,40 @@ class HRMConfig:
         }
 
     def replace(self, **changes: Any) -> HRMConfig:
-        """Return a copy with some fields changed (validated again)."""
+        """Return a copy with some fields changed (validated again).
+
+        Parameters
+        ----------
+        **changes
+            New values of fields, by name.
+
+        Returns
+        -------
+        HRMConfig
+            A new config; ``self`` is unchanged.
+
+        Raises
+        ------
+        AdapterConfigError
+            A new value is invalid.
+        TypeError
+            A name is not a field.
+
+        Examples
+        --------
+        >>> HRMConfig(d_state=8).replace(d_state=4).d_state
+        4
+        """
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: every field plus ``adapter_type`` and ``format_version``."""
+        """JSON-ready dict: every field plus ``adapter_type`` and ``format_version``.
+
+        Returns
+        -------
+        dict of str to Any
+            Tuples become lists; :meth:`from_dict` inverts it.
+        """
         out: dict[str, Any] = {"adapter_type": ADAPTER_TYPE, "format_version": FORMAT_VERSION}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -223,12 +258,44 @@ class HRMConfig:
         return cls(**data)
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        """Serialise to a JSON string (see :meth:`to_dict`)."""
+        """Serialise to a JSON string (see :meth:`to_dict`).
+
+        Parameters
+        ----------
+        indent : int or None, optional
+            Passed to :func:`json.dumps`; None writes one line. Keys are sorted.
+
+        Returns
+        -------
+        str
+            The JSON text; :meth:`from_json` inverts it.
+
+        Examples
+        --------
+        >>> config = HRMConfig(d_state=8)
+        >>> HRMConfig.from_json(config.to_json()) == config
+        True
+        """
         return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> HRMConfig:
-        """Parse :meth:`to_json` output; malformed JSON raises :class:`AdapterConfigError`."""
+        """Parse :meth:`to_json` output; malformed JSON raises :class:`AdapterConfigError`.
+
+        Parameters
+        ----------
+        text : str
+            JSON of an object as written by :meth:`to_json`.
+
+        Returns
+        -------
+        HRMConfig
+
+        Raises
+        ------
+        AdapterConfigError
+            The text is not valid JSON, or the object fails :meth:`from_dict`.
+        """
         try:
             data = json.loads(text)
         except (json.JSONDecodeError, TypeError) as exc:
