@@ -186,7 +186,13 @@ class ReductionReport:
 
     # ---- text
     def to_markdown(self) -> str:
-        """A Markdown table: one row per layer, then the totals."""
+        """A Markdown table: one row per layer, then the totals.
+
+        Returns
+        -------
+        str
+            The table (orders, gate, HSV ratio, bounds, parameters) and a totals line.
+        """
         rule = (f"tol={self.tol:g}" if self.tol is not None else
                 f"rel_tol={self.rel_tol:g}" if self.rel_tol is not None else
                 f"order={self.order}")
@@ -224,14 +230,42 @@ class ReductionReport:
 
     # ---- JSON
     def to_dict(self) -> dict:
-        """JSON-able dict (floats, ints, strings, lists)."""
+        """JSON-able dict (floats, ints, strings, lists).
+
+        Returns
+        -------
+        dict
+            The fields; ``"layers"`` is a list of dicts of :class:`LayerReduction` fields,
+            with ``hsv`` as a list. :meth:`from_dict` inverts it.
+        """
         out = asdict(self)
         out["layers"] = [dict(asdict(x), hsv=list(x.hsv)) for x in self.layers]
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> ReductionReport:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        data : mapping
+            As returned by :meth:`to_dict` (or read back from its JSON); not modified.
+
+        Returns
+        -------
+        ReductionReport
+
+        Raises
+        ------
+        AdapterError
+            ``layers`` is missing, or a key is missing or unknown.
+
+        Examples
+        --------
+        >>> report = ReductionReport(layers=(), gramian="data", method="sr", rel_tol=1e-3)
+        >>> ReductionReport.from_dict(report.to_dict()) == report
+        True
+        """
         try:
             data = dict(data)
             layers = tuple(LayerReduction(**dict(x, hsv=tuple(x["hsv"])))
@@ -241,14 +275,53 @@ class ReductionReport:
             raise AdapterError(f"not a valid reduction report: {exc}") from exc
 
     def to_json(self, path: str | os.PathLike) -> Path:
-        """Write the report to ``path`` as JSON; returns the path."""
+        """Write the report to ``path`` as JSON; returns the path.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            File to write (overwritten if it exists).
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> report = ReductionReport(layers=(), gramian="data", method="sr", rel_tol=1e-3)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     back = ReductionReport.from_json(report.to_json(os.path.join(d, "r.json")))
+        >>> back == report
+        True
+        """
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         return path
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> ReductionReport:
-        """Read a report written by :meth:`to_json`."""
+        """Read a report written by :meth:`to_json`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A JSON file written by :meth:`to_json`.
+
+        Returns
+        -------
+        ReductionReport
+
+        Raises
+        ------
+        AdapterError
+            The JSON object is not a valid report (see :meth:`from_dict`).
+        OSError
+            The file cannot be read.
+        json.JSONDecodeError
+            The file is not valid JSON.
+        """
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     # ---- figure
