@@ -92,6 +92,37 @@ class AdaptedMLP(nn.Module):
         return torch.float32
 
     def forward(self, x: torch.Tensor, *args, **kwargs):
+        """``mlp(x)`` plus the adapter branch on the stream.
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (B, L, H)
+            Input of the MLP.
+        *args, **kwargs
+            Passed on to the wrapped MLP unchanged.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, L, H), or tuple
+            ``mlp(x) + adapter(stream)`` in the MLP output's dtype; when the MLP returns a
+            tuple, the same tuple with the branch added to its first element.
+
+        Raises
+        ------
+        AdapterShapeError
+            The stream is not 3-D (B, L, H), or (inside a model call) the attention mask does
+            not cover it or the stored SSM state has another batch size.
+        AdapterError
+            Inside a cached model call, no stored SSM state matches this adapter.
+
+        Examples
+        --------
+        >>> from adapters import HRMAdapter
+        >>> adapted = AdaptedMLP(nn.Linear(8, 8), HRMAdapter(8, 4), name="mlp")  # gate 0
+        >>> x = torch.randn(2, 5, 8)
+        >>> torch.equal(adapted(x), adapted.mlp(x))
+        True
+        """
         out = self.mlp(x, *args, **kwargs)
         h = out[0] if isinstance(out, tuple) else out
         stream = x if self.reads == "mlp_input" else h
@@ -109,6 +140,7 @@ class AdaptedMLP(nn.Module):
         return (h, *out[1:]) if isinstance(out, tuple) else h
 
     def extra_repr(self) -> str:
+        """The stream shown by ``repr(module)``."""
         return f"reads={self.reads!r}"
 
 
@@ -410,7 +442,29 @@ unload = remove
 
 
 def get_adapter_config(model: nn.Module) -> HRMConfig:
-    """The :class:`HRMConfig` the model was adapted with; :class:`AdapterError` if none."""
+    """The :class:`HRMConfig` the model was adapted with; :class:`AdapterError` if none.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model returned by :func:`inject`.
+
+    Returns
+    -------
+    HRMConfig
+
+    Raises
+    ------
+    AdapterError
+        ``model`` has no HRM adapters.
+
+    Examples
+    --------
+    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+    ...                HRMConfig(d_state=4, target_modules=["mlp"]))
+    >>> get_adapter_config(model).d_state
+    4
+    """
     runtime = getattr(model, _RUNTIME_ATTR, None)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
@@ -418,19 +472,80 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
 
 
 def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:
-    """Yield ``(dotted name, AdaptedMLP)`` for every adapter of ``model``, in module order."""
+    """Yield ``(dotted name, AdaptedMLP)`` for every adapter of ``model``, in module order.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Any module; one without adapters yields nothing.
+
+    Yields
+    ------
+    name : str
+        Dotted module name, e.g. ``"model.layers.0.mlp"``.
+    adapted : AdaptedMLP
+        The wrapper at that name.
+
+    Examples
+    --------
+    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+    ...                HRMConfig(d_state=4, target_modules=["mlp"]))
+    >>> [name for name, _ in iter_adapters(model)]
+    ['mlp']
+    """
     for name, module in model.named_modules():
         if isinstance(module, AdaptedMLP):
             yield name, module
 
 
 def find_adapters(model: nn.Module) -> dict[str, AdaptedMLP]:
-    """``{dotted name: AdaptedMLP}`` for every adapter of ``model``, in module order."""
+    """``{dotted name: AdaptedMLP}`` for every adapter of ``model``, in module order.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Any module.
+
+    Returns
+    -------
+    dict of str to AdaptedMLP
+        Empty when ``model`` has no adapters.
+
+    Examples
+    --------
+    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+    ...                HRMConfig(d_state=4, target_modules=["mlp"]))
+    >>> list(find_adapters(model)), find_adapters(nn.Linear(8, 8))
+    (['mlp'], {})
+    """
     return dict(iter_adapters(model))
 
 
 def get_nb_trainable_parameters(model: nn.Module) -> tuple[int, int]:
-    """``(trainable, total)`` parameter counts (shared parameters counted once)."""
+    """``(trainable, total)`` parameter counts (shared parameters counted once).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Any module.
+
+    Returns
+    -------
+    trainable : int
+        Scalars in parameters with ``requires_grad``.
+    total : int
+        Scalars in all parameters.
+
+    Examples
+    --------
+    After :func:`inject` only the adapter trains: ``2 N H + 2 N + 1`` scalars here
+    (H = 8, N = 4), beside the frozen ``8 * 8 + 8`` of the linear layer.
+
+    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+    ...                HRMConfig(d_state=4, target_modules=["mlp"]))
+    >>> get_nb_trainable_parameters(model)
+    (73, 145)
+    """
     trainable = total = 0
     for p in model.parameters():
         total += p.numel()
