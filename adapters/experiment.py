@@ -378,9 +378,9 @@ def run_experiment(
         lora = make_lora_model(copy.deepcopy(base), rank, config=config)
     params = {"lora": _trainable(lora), "hrm": _trainable(hrm)}
     warmup = max(1, preset.steps // 10)
-    for name, model, lr in (("lora", lora, preset.lr_lora), ("hrm", hrm, preset.lr_hrm)):
+    for name, model in (("lora", lora), ("hrm", hrm)):
         tick = time.perf_counter()
-        h = train(model, stream(preset.batch_size, seed), steps=preset.steps, lr=lr,
+        h = train(model, stream(preset.batch_size, seed), steps=preset.steps, lr=preset.lr,
                   warmup_steps=warmup, seed=seed, progress=progress, desc=f"phase 1 {name}")
         histories[name] = _history(h)
         scores[name] = _score(model, scored)
@@ -409,7 +409,7 @@ def run_experiment(
     # --- phase 2: fine-tune the reduced adapter -------------------------------------------
     tick = time.perf_counter()
     h = train(reduced, stream(preset.batch_size, seed + _PHASE2_OFFSET),
-              steps=preset.phase2_steps, lr=preset.lr_hrm,
+              steps=preset.phase2_steps, lr=preset.lr,
               warmup_steps=max(1, preset.phase2_steps // 10), seed=seed,
               progress=progress, desc="phase 2 HRM-BT")
     histories["hrm_bt_phase2"] = _history(h)
@@ -434,7 +434,7 @@ def run_experiment(
         "hrm_params_predicted": count_hrm_parameters(base, config),
         "steps": {"phase1": preset.steps, "phase2": preset.phase2_steps,
                   "batch_size": preset.batch_size},
-        "lr": {"lora": preset.lr_lora, "hrm": preset.lr_hrm},
+        "lr": preset.lr,
         "reduction_rule": {"rel_tol": rel_tol, "tol": tol, "gramian": gramian,
                            "n_calibration": preset.n_calibration if stats is not None else 0},
         "baselines": data.baselines,

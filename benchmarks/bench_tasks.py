@@ -47,14 +47,15 @@ SEEDS = (0, 1, 2)
 GROUPS = {"dfa2": ("dfa", 2), "dfa4": ("dfa", 4), "parity": ("parity", None)}
 
 # One backbone for the whole grid: context 160 fits the longest sample (DFA k=4, T=128:
-# 2k + T + 3 = 139 tokens). Budgets were fixed before any grid cell ran, from the time this
-# 2-core machine allows; they were not chosen by looking at test accuracies.
+# 2k + T + 3 = 139 tokens). Adapter budget and learning rate as the ``quick`` preset (500
+# phase-1 steps, 200 phase-2 steps, lr 1e-2 for every method), fixed before any grid cell ran;
+# nothing here was chosen by looking at grid results.
 GRID_PRESET = Preset(
     name="grid",
     backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=160, steps=300,
                             batch_size=16, lr=3e-3, warmup_steps=30),
-    task="dfa", k=4, length=64, batch_size=32, steps=300, phase2_steps=100,
-    lr_hrm=1e-2, lr_lora=3e-3, n_test=1000, n_calibration=256,
+    task="dfa", k=4, length=64, batch_size=32, steps=500, phase2_steps=200,
+    lr=1e-2, n_test=1000, n_calibration=256,
 )
 
 # Published numbers (paper README, DFA k=4, one seed, all weights trained from scratch).
@@ -143,8 +144,8 @@ def build_table(root: Path, key: str, preset: Preset, cells: list, seeds, *, com
         f"{preset.backbone.n_positions}) pretrained by the project for {preset.backbone.steps} "
         f"steps on pydoc text + unsupervised task-format sequences; HRM N = {N} beside every "
         f"MLP, LoRA (peft) on the same MLPs' linears at the iso-parameter rank; "
-        f"{preset.steps} phase-1 steps of batch {preset.batch_size} for each (lr HRM "
-        f"{preset.lr_hrm:g}, LoRA {preset.lr_lora:g}, cosine, 10 % warm-up); calibration on "
+        f"{preset.steps} phase-1 steps of batch {preset.batch_size} for each (lr "
+        f"{preset.lr:g} for both, cosine, 10 % warm-up); calibration on "
         f"{preset.n_calibration} training samples, balanced truncation with the {gramian} "
         f"Gramian and sigma_i/sigma_1 >= {rel_tol:g}; phase 2: {preset.phase2_steps} steps. "
         f"Fixed test set of {preset.n_test} samples per (task, k, T), shared by all methods and "

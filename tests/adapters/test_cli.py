@@ -26,7 +26,7 @@ TINY = Preset(
     backbone=BackboneConfig(n_layer=2, n_head=2, n_embd=32, n_positions=32, steps=30,
                             batch_size=8, warmup_steps=3),
     task="dfa", k=2, length=8, batch_size=16, steps=40, phase2_steps=10,
-    lr_hrm=1e-2, lr_lora=3e-3, n_test=200, n_calibration=32, state_size=8,
+    lr=1e-2, n_test=200, n_calibration=32, state_size=8,
 )
 
 
