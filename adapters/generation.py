@@ -102,7 +102,25 @@ class _Context:
 
 
 def get_adapter_states(cache: Any) -> dict[str, dict[str, torch.Tensor]]:
-    """States stored on a cache: ``{runtime id: {adapter name: (B, N) state}}`` (for inspection)."""
+    """States stored on a cache: ``{runtime id: {adapter name: (B, N) state}}`` (for inspection).
+
+    Parameters
+    ----------
+    cache : object
+        A transformers ``Cache`` filled by an adapted model (anything else holds no states).
+
+    Returns
+    -------
+    dict of str to dict of str to torch.Tensor
+        Per adapted model (:attr:`AdapterRuntime.uid`), the state after the last cached token
+        of each adapter, shape (B, N); new dicts, the tensors themselves are not copied.
+        Empty when the cache holds no adapter states.
+
+    Examples
+    --------
+    >>> get_adapter_states(None)
+    {}
+    """
     return {k: dict(r.states) for k, r in getattr(cache, _STATES_ATTR, {}).items()}
 
 
@@ -199,7 +217,14 @@ class AdapterRuntime:
 
     # --- hooks -------------------------------------------------------------------------
     def attach(self, model: nn.Module) -> None:
-        """Register the forward pre-hook and forward hook on the top-level ``model``."""
+        """Register the forward pre-hook and forward hook on the top-level ``model``.
+
+        Parameters
+        ----------
+        model : nn.Module
+            The top-level model whose calls set the context (cache, attention mask) that
+            :meth:`branch` reads; its ``forward`` signature maps positional arguments to names.
+        """
         try:
             params = inspect.signature(model.forward).parameters.values()
             self._positional = [p.name for p in params if p.kind in (
@@ -274,6 +299,26 @@ class AdapterRuntime:
         """Adapter output (B, L, H) for stream ``u`` (B, L, H) inside the current model call.
 
         Outside a model call (a block called directly) the adapter runs from the zero state.
+
+        Parameters
+        ----------
+        adapted : AdaptedMLP
+            The wrapper calling its branch (its ``adapter`` and ``adapter_name`` are used).
+        u : torch.Tensor, shape (B, L, H)
+            The stream, in the adapter's dtype.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, L, H)
+            The adapter output; padded positions (2-D attention mask) feed zeros to the state,
+            and with a cache the scan starts from the state stored for the cached prefix.
+
+        Raises
+        ------
+        AdapterShapeError
+            The attention mask does not cover ``u``, or the stored state's batch differs.
+        AdapterError
+            The cache holds tokens but no stored state for this adapter.
         """
         ctx = self._stack[-1] if self._stack else None
         if ctx is None:

@@ -84,7 +84,24 @@ def lora_target_linears(model: nn.Module, config: HRMConfig | None = None,
 
 
 def count_lora_parameters(linears: dict[str, tuple[int, int]], rank: int) -> int:
-    """Trainable parameters of a rank-``rank`` LoRA on ``linears``: ``rank * sum(in + out)``."""
+    """Trainable parameters of a rank-``rank`` LoRA on ``linears``: ``rank * sum(in + out)``.
+
+    Parameters
+    ----------
+    linears : dict of str to (int, int)
+        ``{name: (in_features, out_features)}`` of the adapted linear layers.
+    rank : int
+        LoRA rank ``r``; each layer adds ``A`` (r, in) and ``B`` (out, r).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> count_lora_parameters({"up": (8, 32), "down": (32, 8)}, rank=4)
+    320
+    """
     return rank * sum(i + o for i, o in linears.values())
 
 
