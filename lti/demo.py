@@ -66,7 +66,36 @@ def heat_equation(n: int = 150, *, dt: float = 1e-3, diffusivity: float = 1.0) -
 
 
 def main(argv=None) -> int:
-    """Command-line entry point of ``python -m lti.demo``; returns the exit status."""
+    """Command-line entry point of ``python -m lti.demo``; returns the exit status.
+
+    Builds :func:`heat_equation`, reduces it by balanced truncation and prints the Hankel
+    singular values, both error bounds, the measured H-infinity error and timings.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Command-line arguments (``--n``, ``--tol``, ``--order``, ``--match-dc``); ``None``
+        reads ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 when the measured error lies within ``[sigma_(r+1), 2 sum_(i>r) sigma_i]``,
+        1 otherwise.
+
+    Raises
+    ------
+    SystemExit
+        On ``--help`` or invalid arguments (from :mod:`argparse`).
+
+    Examples
+    --------
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stdout(io.StringIO()) as out:
+    ...     status = main(["--n", "20", "--order", "4"])
+    >>> status, "(within the bounds" in out.getvalue()
+    (0, True)
+    """
     parser = argparse.ArgumentParser(prog="python -m lti.demo", description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=150, help="number of states (default 150)")
     parser.add_argument("--tol", type=float, default=1e-6,

@@ -74,8 +74,14 @@ class DiscreteLTI:
 
     Attributes
     ----------
-    A, B, C, D : ndarray
-        Read-only float64 copies of the inputs (the caller's arrays are never aliased).
+    A : ndarray, shape (n, n)
+        State matrix: a read-only float64 copy of the input (never aliased).
+    B : ndarray, shape (n, m)
+        Input matrix: a read-only float64 copy.
+    C : ndarray, shape (p, n)
+        Output matrix: a read-only float64 copy.
+    D : ndarray, shape (p, m)
+        Feedthrough: a read-only float64 copy, zeros when ``None`` was passed.
     dt : True or float
         Sampling time.
 
@@ -168,19 +174,36 @@ class DiscreteLTI:
 
     # -------------------------------------------------------------- spectrum
     def poles(self) -> np.ndarray:
-        """Eigenvalues of ``A``, shape (n,), complex."""
+        """Eigenvalues of ``A``, shape (n,), complex.
+
+        Returns
+        -------
+        ndarray of complex128, shape (n,)
+            The poles, in no particular order (the diagonal's order for a diagonal ``A``).
+        """
         if self.is_diagonal:
             return np.diag(self.A).astype(np.complex128)
         return np.linalg.eigvals(self.A).astype(np.complex128)
 
     def spectral_radius(self) -> float:
-        """``max |lambda_i(A)|`` (0 for n = 0)."""
+        """``max |lambda_i(A)|`` (0 for n = 0).
+
+        Returns
+        -------
+        float
+            Spectral radius of ``A``; the system is Schur-stable when it is below 1.
+        """
         if self.is_diagonal:
             return spectral_radius(np.diag(self.A))
         return spectral_radius(self.A)
 
     def is_stable(self) -> bool:
-        """True when ``A`` is Schur-stable (spectral radius < 1)."""
+        """True when ``A`` is Schur-stable (spectral radius < 1).
+
+        Returns
+        -------
+        bool
+        """
         return self.spectral_radius() < 1.0
 
     # ------------------------------------------------------------- responses
@@ -439,7 +462,18 @@ class DiscreteLTI:
         return cls(sys.A, sys.B, sys.C, sys.D, _check_dt(dt, "sys.dt"))
 
     def to_control(self):
-        """Return the equivalent ``control.StateSpace`` (same ``dt``)."""
+        """Return the equivalent ``control.StateSpace`` (same ``dt``).
+
+        Returns
+        -------
+        control.StateSpace
+            Discrete-time state space with the same ``A, B, C, D`` and ``dt``.
+
+        Raises
+        ------
+        MissingDependencyError
+            python-control is not installed (``pip install "lti-adapters[control]"``).
+        """
         control = _import_control()
         return control.ss(self.A, self.B, self.C, self.D, self.dt)
 
