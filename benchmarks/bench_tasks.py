@@ -32,6 +32,7 @@ import json
 import shlex
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,9 +90,12 @@ def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa:
     from adapters.experiment import run_experiment
 
     path = cell_path(root, key, task, k, T, seed)
-    work = root / "runs" / key / cell_name(task, k, T, seed)
-    results = run_experiment(preset, task=task, T=T, k=k or preset.k, seed=seed, out_dir=work,
-                             progress=progress, rel_tol=rel_tol, gramian=gramian)
+    # the per-run table and plot are not kept: the cell JSON holds every number (HSVs too)
+    with tempfile.TemporaryDirectory() as work:
+        results = run_experiment(preset, task=task, T=T, k=k or preset.k, seed=seed,
+                                 out_dir=work, progress=progress, rel_tol=rel_tol,
+                                 gramian=gramian)
+    results.pop("files", None)
     for h in results["histories"].values():
         h.pop("losses", None)  # keep the cached cell small: first/last loss only
     results["settings_key"] = key
