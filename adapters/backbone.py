@@ -58,7 +58,7 @@ _META = "pretrain.json"
 class BackboneConfig:
     """Architecture and pretraining recipe of the tiny character GPT-2.
 
-    Attributes
+    Parameters
     ----------
     n_layer, n_head, n_embd : int
         Transformer depth, heads and width (MLP width ``4 * n_embd``).
@@ -72,7 +72,9 @@ class BackboneConfig:
     lr : float
         Peak AdamW learning rate (linear warm-up over ``warmup_steps``, cosine to 10 %).
     warmup_steps : int
+        Steps of linear learning-rate warm-up, in ``[0, steps]``.
     weight_decay : float
+        AdamW weight decay.
     task_mix : float
         Fraction of each batch's rows that are task-format sequences
         (:func:`~adapters.tasks.format_batches`, answers unsupervised); the rest is text.

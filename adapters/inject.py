@@ -140,7 +140,13 @@ class AdaptedMLP(nn.Module):
         return (h, *out[1:]) if isinstance(out, tuple) else h
 
     def extra_repr(self) -> str:
-        """The stream shown by ``repr(module)``."""
+        """The stream shown by ``repr(module)``.
+
+        Returns
+        -------
+        str
+            ``"reads='mlp_input'"`` or ``"reads='mlp_output'"``.
+        """
         return f"reads={self.reads!r}"
 
 
@@ -452,6 +458,7 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
     Returns
     -------
     HRMConfig
+        The object :func:`inject` used (``HRMConfig()`` when it was given None).
 
     Raises
     ------

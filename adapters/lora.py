@@ -96,6 +96,7 @@ def count_lora_parameters(linears: dict[str, tuple[int, int]], rank: int) -> int
     Returns
     -------
     int
+        ``rank * sum(in_features + out_features)`` over ``linears``.
 
     Examples
     --------

@@ -33,9 +33,10 @@ __all__ = ["PRESETS", "Preset", "get_preset"]
 class Preset:
     """Everything the main job needs besides the adapter configs' own defaults.
 
-    Attributes
+    Parameters
     ----------
     name : str
+        Key of the preset in :data:`PRESETS` (e.g. ``"quick"``).
     backbone : BackboneConfig
         Recipe of the frozen, pretrained character GPT-2.
     task : {"dfa", "parity"}

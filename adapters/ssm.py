@@ -442,7 +442,13 @@ class DiagonalSSM(nn.Module):
         return torch.zeros(batch_size, self.d_state, dtype=self.state_dtype, device=device)
 
     def extra_repr(self) -> str:
-        """Sizes, mode and scan shown by ``repr(module)``."""
+        """Sizes, mode and scan shown by ``repr(module)``.
+
+        Returns
+        -------
+        str
+            ``"d_model=..., d_state=..., mode=..., n_real=..., n_complex=..., scan=..."``.
+        """
         return (
             f"d_model={self.d_model}, d_state={self.d_state}, mode={self.mode!r}, "
             f"n_real={self.n_real}, n_complex={self.n_complex}, scan={self.scan!r}"
@@ -780,7 +786,13 @@ class HRMAdapter(nn.Module):
         return self.ssm.initial_state(batch_size, device)
 
     def extra_repr(self) -> str:
-        """Stream and gate value shown by ``repr(module)``."""
+        """Stream and gate value shown by ``repr(module)``.
+
+        Returns
+        -------
+        str
+            ``"reads=..., gate=..."``.
+        """
         return f"reads={self.reads!r}, gate={float(self.gate):.4g}"
 
     def forward(self, u, state=None, *, return_state=False):

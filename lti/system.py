@@ -203,6 +203,7 @@ class DiscreteLTI:
         Returns
         -------
         bool
+            ``self.spectral_radius() < 1``.
         """
         return self.spectral_radius() < 1.0
 
