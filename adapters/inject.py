@@ -570,6 +570,7 @@ def print_trainable_parameters(model: nn.Module) -> None:
     Parameters
     ----------
     model : nn.Module
+        Any module; counts as :func:`get_nb_trainable_parameters`.
     """
     trainable, total = get_nb_trainable_parameters(model)
     pct = 100.0 * trainable / total if total else 0.0

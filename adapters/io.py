@@ -86,6 +86,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     model : nn.Module
         A model adapted by :func:`adapters.inject` (reduced adapters included).
     directory : str or path-like
+        Output directory; created if missing, existing files of the same names overwritten.
 
     Returns
     -------
@@ -186,6 +187,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
     model : nn.Module
         The base model, or one adapted with a compatible config.
     directory : str or path-like
+        A directory written by :func:`save_adapter`.
 
     Returns
     -------

@@ -155,6 +155,7 @@ def get_preset(name: str) -> Preset:
     Returns
     -------
     preset : Preset
+        The registered preset of that name.
     """
     try:
         return PRESETS[name]

@@ -339,6 +339,7 @@ class ReductionReport:
         Returns
         -------
         matplotlib.figure.Figure
+            The figure (also saved to ``path`` when given).
 
         Raises
         ------

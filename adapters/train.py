@@ -155,6 +155,7 @@ def train(
     Returns
     -------
     history : TrainHistory
+        Per-step losses and learning rates, trainable-parameter count and wall time.
 
     Notes
     -----

@@ -378,8 +378,12 @@ class StateCovarianceAccumulator:
         ----------
         state : dict
             Keys ``count``, ``sum`` (n,), ``sum_outer`` (n, n).
-        A, B, horizon, burn_in
+        A, B : array_like or None, shapes (n, n) and (n, m), optional
             As in the constructor (to keep updating with inputs).
+        horizon : int or None, optional
+            As in the constructor.
+        burn_in : int, optional
+            As in the constructor (default 0).
 
         Returns
         -------
