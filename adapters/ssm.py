@@ -793,7 +793,7 @@ class HRMAdapter(nn.Module):
         str
             ``"reads=..., gate=..."``.
         """
-        return f"reads={self.reads!r}, gate={float(self.gate):.4g}"
+        return f"reads={self.reads!r}, gate={float(self.gate.detach()):.4g}"
 
     def forward(self, u, state=None, *, return_state=False):
         """Gated output ``gate · ssm(u)`` over a sequence.
