@@ -20,7 +20,11 @@ Usage::
     python benchmarks/bench_tasks.py --table-only         # rebuild tasks.md from the cache
     python benchmarks/bench_tasks.py --list               # which cells are done
 
-BLAS/torch threads are pinned (``--threads``, default 1) and printed.
+BLAS/torch threads are pinned (``--threads``, default 1) and printed. Cost on one core of
+this project's 2-core machine (measured): the grid backbone about 2 min once, a T = 16 cell
+2.5-5 min; cells grow about linearly with the sequence length, so the whole grid is about
+6 hours on one core (extrapolated). Run disjoint ``--only`` / ``--T`` / ``--seeds`` subsets
+in parallel processes to use more cores.
 """
 
 from __future__ import annotations
