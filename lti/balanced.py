@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg import lapack
 
 from lti._validation import as_float_matrix
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
@@ -172,6 +173,33 @@ def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
     return Lc, Lo
 
 
+def _smith_stable_factors(G: DiscreteLTI):
+    """Both Gramian factors of a small dense system by one factored squared-Smith pass
+    (shared powers of A, no Schur form; see :func:`lti.lyapunov.lyapunov_factor`), and a
+    bound ``rho >= rho(A)`` read off the powers. ``None`` when the system is not small,
+    not certified stable within the iteration cap, or too non-normal for the iteration;
+    the caller then takes the Schur path."""
+    from lti.lyapunov import (
+        _SMITH_AUTO_ITER,
+        _SMITH_MAX_GROWTH,
+        _SMITH_MAX_N,
+        _smith_factors,
+    )
+
+    n = G.n
+    if not 0 < n <= _SMITH_MAX_N or G.is_diagonal:
+        return None
+    b = float(np.max(np.abs(G.B), initial=0.0))
+    c = float(np.max(np.abs(G.C), initial=0.0))
+    out = _smith_factors(G.A, [G.B / b if b > 0 else G.B, G.C.T / c if c > 0 else G.C.T],
+                         [False, True], max_iter=_SMITH_AUTO_ITER,
+                         max_growth=_SMITH_MAX_GROWTH)
+    if out is None:
+        return None
+    (Lc, Lo), rho = out
+    return (Lc * b if b > 0 else Lc), (Lo * c if c > 0 else Lo), rho
+
+
 def _schur_radius(G: DiscreteLTI):
     """Real Schur form of ``A`` (None for diagonal ``A``) and the spectral radius read off
     it: one decomposition serves the stability test and both Gramian factors."""
@@ -187,17 +215,19 @@ def _schur_radius(G: DiscreteLTI):
 
 def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
     """SVD of Lo^T Lc; HSVs padded with zeros to length n (factors may have < n columns)."""
-    M = Lo.T @ Lc  # (ko, kc)
+    M = (Lc.T @ Lo).T  # Lo^T Lc, (ko, kc), Fortran order for LAPACK
     if M.size == 0:
         k = 0
         U, s, Vt = np.zeros((Lo.shape[1], 0)), np.zeros(0), np.zeros((0, Lc.shape[1]))
     else:
-        try:
-            U, s, Vt = sla.svd(M, full_matrices=False, check_finite=False)
-        except np.linalg.LinAlgError:
-            U, s, Vt = sla.svd(
-                M, full_matrices=False, check_finite=False, lapack_driver="gesvd"
-            )
+        U, s, Vt, info = lapack.dgesdd(M, compute_uv=1, full_matrices=0)
+        if info != 0:  # divide and conquer failed to converge: QR iteration instead
+            try:
+                U, s, Vt = sla.svd(
+                    M, full_matrices=False, check_finite=False, lapack_driver="gesvd"
+                )
+            except np.linalg.LinAlgError as exc:
+                raise SolverError(f"SVD of Lo^T Lc did not converge (info={info})") from exc
         k = s.size
     hsv = np.zeros(n)
     hsv[: min(k, n)] = s[:n]
@@ -228,7 +258,8 @@ def hankel_singular_values(sys) -> np.ndarray:
     Notes
     -----
     :math:`\\sigma_i = \\sqrt{\\lambda_i(PQ)}` are computed as the singular values of
-    ``Lo^T Lc`` with ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both Hammarling factors from one
+    ``Lo^T Lc`` with ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both factors from one factored
+    squared-Smith pass for small dense ``A``, else both Hammarling factors from one
     Schur decomposition of ``A``, :func:`lti.lyapunov.lyapunov_factor`), never as
     ``sqrt(eig(P Q))``: the small ones keep their absolute accuracy ``~ eps * sigma_1``
     instead of ``~ sqrt(eps) * sigma_1``. They are invariant under state transformations.
@@ -243,6 +274,9 @@ def hankel_singular_values(sys) -> np.ndarray:
     True
     """
     G = as_discrete_system(sys)
+    fast = _smith_stable_factors(G)
+    if fast is not None:
+        return _hsv_svd(fast[0], fast[1], G.n)[0]
     S, rho = _schur_radius(G)
     if not rho < 1.0:
         raise UnstableSystemError(
@@ -348,20 +382,27 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
 
 
 def _norm2(L: np.ndarray) -> float:
-    """Estimate of the spectral norm ||L||_2 (a few power iterations on L^T L)."""
+    """Estimate of the spectral norm ||L||_2 (power iteration on K = L^T L, started from
+    the column of K with the largest diagonal entry)."""
     if L.size == 0:
         return 0.0
-    x = np.ones(L.shape[1]) / np.sqrt(L.shape[1])
+    K = L.T @ L  # (k, k)
+    x = K[:, int(np.argmax(np.diagonal(K)))]
+    nx = float(np.sqrt(x @ x))
+    big = float(np.max(np.abs(L)))
+    if nx == 0.0:
+        return big
+    x = x / nx
     est = 0.0
     for _ in range(20):
-        y = L.T @ (L @ x)
-        ny = float(np.linalg.norm(y))
+        y = K @ x
+        ny = float(np.sqrt(y @ y))
         if ny == 0.0:
-            return float(np.max(np.abs(L)))
+            return big
         x, prev, est = y / ny, est, np.sqrt(ny)
         if abs(est - prev) <= 1e-3 * est:
             break
-    return max(est, float(np.max(np.abs(L))))
+    return max(est, big)
 
 
 def _noise_floor(hsv, Lc, Lo, rho) -> float:
@@ -492,7 +533,9 @@ def balanced_truncation(
 
     Notes
     -----
-    With ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both factors from one Schur decomposition) and
+    With ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both factors from one Schur decomposition, or
+    for a stable dense system with ``n <= 128`` from one factored squared-Smith pass
+    sharing the powers of ``A``, whose convergence also certifies stability) and
     ``Lo^T Lc = U Sigma V^T``, the square-root projections onto the r dominant states are
 
     .. math::
@@ -548,6 +591,14 @@ def balanced_truncation(
     was_control = not isinstance(sys, DiscreteLTI)
     G = as_discrete_system(sys)
     order, tol = _check_order_tol(order, tol, G.n)
+    fast = _smith_stable_factors(G)
+    if fast is not None:  # small dense stable system: no Schur form needed
+        Lc, Lo, rho = fast
+        mats, T, Ti, hsv, bounds, r, lower, method, nmin = _reduce_stable(
+            G.A, G.B, G.C, G.D, Lc, Lo, order, tol, method, match_dc, stacklevel=3, rho=rho
+        )
+        return _finish(G, mats, T, Ti, hsv, bounds, r, lower, method, match_dc, 0, nmin,
+                       was_control)
     S, rho = _schur_radius(G)
     if not rho < 1.0:
         ns, W1, W2, V1, V2, As, Au = _split_unstable(G)

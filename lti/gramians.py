@@ -18,7 +18,15 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti.exceptions import InvalidArgumentError
-from lti.lyapunov import lyapunov_factor, real_schur, solve_discrete_lyapunov
+from lti.lyapunov import (
+    _SMITH_AUTO_ITER,
+    _SMITH_MAX_GROWTH,
+    _SMITH_MAX_N,
+    _smith_factors,
+    lyapunov_factor,
+    real_schur,
+    solve_discrete_lyapunov,
+)
 from lti.system import DiscreteLTI
 
 __all__ = ["controllability_gramian", "gramian_factors", "observability_gramian"]
@@ -286,8 +294,10 @@ def gramian_factors(sys, *, horizon: int | None = None):
 
     Notes
     -----
-    Dense infinite horizon: ONE real Schur decomposition of ``A`` is shared by both
-    Hammarling solves (the Schur form dominates their cost). Finite horizon: one doubling
+    Dense infinite horizon: up to n = 128 one factored squared-Smith pass shares the
+    powers of ``A`` between both factors (see :func:`lti.lyapunov.lyapunov_factor`);
+    otherwise (or when that iteration does not converge quickly) ONE real Schur
+    decomposition of ``A`` is shared by both Hammarling solves. Finite horizon: one doubling
     pass shares the powers ``A^k``. Hankel singular values are the singular values of
     ``Lo^T Lc``.
 
@@ -313,6 +323,11 @@ def gramian_factors(sys, *, horizon: int | None = None):
     if G.is_diagonal:
         a = np.diag(G.A)
         return lyapunov_factor(a, G.B), lyapunov_factor(a, G.C.T, transpose=True)
+    if 0 < G.n <= _SMITH_MAX_N:  # small: one factored Smith pass shares the powers of A
+        out = _smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=_SMITH_AUTO_ITER,
+                             max_growth=_SMITH_MAX_GROWTH)
+        if out is not None:
+            return out[0][0], out[0][1]
     S = real_schur(G.A)
     Lc = lyapunov_factor(G.A, G.B, schur=S)
     Lo = lyapunov_factor(G.A, G.C.T, transpose=True, schur=S)

@@ -66,6 +66,22 @@ def test_hsv_agree_with_ab09ad(n):
         assert np.max(np.abs(ours[keep] - ref[keep]) / ref[keep]) <= 1e-8
 
 
+def test_small_dense_smith_path_matches_hammarling_factors():
+    from lti.lyapunov import lyapunov_factor
+
+    rng = np.random.default_rng(77)
+    for G in (_random_system(rng, 40, 2, 2, 0.95), _decaying_system(rng, 30, 2, 2, 12.0)):
+        res = balanced_truncation(G, order=6)
+        Lc = lyapunov_factor(G.A, G.B, method="hammarling")
+        Lo = lyapunov_factor(G.A, G.C.T, transpose=True, method="hammarling")
+        ref = balanced_truncation_from_factors(G, Lc, Lo, order=6)
+        keep = ref.hsv >= 1e-8 * ref.hsv[0]
+        assert np.max(np.abs(res.hsv[keep] - ref.hsv[keep]) / ref.hsv[keep]) <= 1e-9
+        assert res.order == ref.order == 6 and res.n_unstable == 0
+        err = hinf_norm(res.reduced - ref.reduced).value
+        assert err <= 1e-8 * hinf_norm(G).value
+
+
 @pytest.mark.slow
 def test_hsv_agree_with_ab09ad_n1024():
     rng = np.random.default_rng(1024)

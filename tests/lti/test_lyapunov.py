@@ -171,13 +171,55 @@ def test_factor_shares_schur_and_validates_it():
     assert isinstance(S, SchurForm) and S.n == 50
     assert np.allclose(np.sort_complex(S.eigenvalues()), np.sort_complex(np.linalg.eigvals(A)))
     L1 = lyapunov_factor(A, B, schur=S)
-    L2 = lyapunov_factor(A, B)
+    L2 = lyapunov_factor(A, B, method="hammarling")  # same method without the shared form
     assert np.allclose(L1 @ L1.T, L2 @ L2.T, rtol=1e-12, atol=1e-14)
     Tc, Zc = S.complex_form()
     assert np.allclose(Zc @ Tc @ Zc.conj().T, A, atol=1e-13)
     assert np.array_equal(Tc, np.triu(Tc))
     with pytest.raises(InvalidArgumentError, match="`schur` must be the SchurForm of `A`"):
         lyapunov_factor(A, B, schur=real_schur(A[:3, :3]))
+
+
+@pytest.mark.parametrize("n", [1, 3, 17, 64])
+@pytest.mark.parametrize("m", [1, 2, "wide"])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_smith_factor_matches_hammarling(n, m, transpose):
+    rng = np.random.default_rng(300 + n)
+    A = _stable(rng, n, 0.9)
+    B = rng.standard_normal((n, n + 3 if m == "wide" else m))
+    M = A.T if transpose else A
+    Ls = lyapunov_factor(A, B, transpose=transpose, method="smith")
+    Lh = lyapunov_factor(A, B, transpose=transpose, method="hammarling")
+    Xs, Xh = Ls @ Ls.T, Lh @ Lh.T
+    assert Ls.shape == (n, n)
+    assert _residual(M, Xs, B @ B.T) <= 1e-14
+    assert np.linalg.norm(Xs - Xh) <= 1e-12 * np.linalg.norm(Xh)
+    if m == "wide" or n <= 2:
+        assert np.array_equal(Ls, np.tril(Ls))
+    if n > 1:  # small dense real input: "auto" takes the Smith iteration
+        assert np.array_equal(lyapunov_factor(A, B, transpose=transpose), Ls)
+
+
+def test_smith_auto_falls_back_to_hammarling():
+    rng = np.random.default_rng(12)
+    B = rng.standard_normal((40, 2))
+    slow = _stable(rng, 40, 0.999)  # needs more than 12 squarings
+    rough = np.diag(rng.uniform(-0.5, 0.5, 40))
+    rough[0, 1] = 2e4  # ||A||_F above 1e4: strongly non-normal
+
+    for A in (slow, rough):
+        L = lyapunov_factor(A, B)
+        assert np.array_equal(L, lyapunov_factor(A, B, method="hammarling"))
+        Ls = lyapunov_factor(A, B, method="smith")  # by name: iterates to convergence
+        assert _backward_error(A, Ls @ Ls.T, B @ B.T) <= 1e-15
+    with pytest.raises(UnstableSystemError, match="got 1.1"):
+        lyapunov_factor(np.diag([1.1, 0.5]) + np.eye(2, k=1), B[:2], method="smith")
+    with pytest.raises(InvalidArgumentError, match='method="smith" needs real'):
+        lyapunov_factor(np.eye(2) * 0.5j, B[:2], method="smith")
+    # unstable part not excited by B: the iteration must not certify it (Schur path raises)
+    A = np.diag([1.5, 0.5]) + np.eye(2, k=1) * 1e-3
+    with pytest.raises(UnstableSystemError):
+        lyapunov_factor(A.T, np.array([[0.0], [1.0]]).T.T)
 
 
 def test_factor_nearly_singular_as_accurate_as_slycot():
