@@ -256,10 +256,13 @@ def _claims(summary: dict, cells: list, N: int) -> list[str]:  # noqa: N803
         worst = max(abs(x) for x in bt)
         mean_order = statistics.fmean(orders)
         ok = abs(m_bt) <= BT_TOLERANCE and mean_order <= WELL_BELOW * N
+        learned = max(m_h, m_l) > majority + 0.005
+        bt_verdict = ("NOT reproduced" if not ok else "REPRODUCED" if learned else
+                      "TRIVIAL (no adapter beat the majority class; nothing to preserve)")
         out.append(f"- HRM-BT (zero-shot) within {BT_TOLERANCE} of HRM at an order well below "
                    f"N (<= {WELL_BELOW * N:g}), {where}: mean difference {m_bt:+.4f} "
                    f"(largest {worst:.4f}), mean order {mean_order:.1f} of {N}: "
-                   f"**{'REPRODUCED' if ok else 'NOT reproduced'}**"
+                   f"**{bt_verdict}**"
                    + ("." if T == longest else f" here; NOT CHECKED at T = {longest}."))
     out.append("- Caution: where LoRA, HRM and the majority baseline coincide, neither adapter "
                "learned the task in this budget, and 'HRM-BT within 0.01 of HRM' is then "
