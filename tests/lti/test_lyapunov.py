@@ -280,6 +280,24 @@ def test_factor_survives_right_hand_side_decaying_to_subnormal():
     assert np.linalg.norm(R) <= 1e-13 * np.linalg.norm(Q)
 
 
+def test_factor_diagonal_n4096_rho_near_one_matches_full_solve():
+    # regression (docs/_benchmarks/bench_lyapunov.md, measured before 90f18f2): the 1-D
+    # diagonal factor at n=4096, rho=0.9999 had relative residual 3.7e-7 against 1.4e-16
+    # for the closed form, from unscaled norms of a right-hand side decaying to subnormal
+    rng = np.random.default_rng(4096)  # the benchmark's case (bench_lyapunov.make_case)
+    n = 4096
+    a = rng.uniform(-0.9999, 0.9999, n)
+    a[0] = 0.9999
+    B = rng.standard_normal((n, 2))
+    Q = B @ B.T
+    L = lyapunov_factor(a, B)
+    X = L @ L.T
+    R = (a[:, None] * X) * a[None, :] - X + Q
+    assert np.linalg.norm(R) <= 1e-14 * np.linalg.norm(Q)
+    Xf = solve_discrete_lyapunov(a, Q)
+    assert np.linalg.norm(X - Xf) <= 1e-13 * np.linalg.norm(Xf)
+
+
 def test_large_symmetry_check_is_tiled():
     rng = np.random.default_rng(14)
     n = 700  # above the tile threshold
