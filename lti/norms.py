@@ -276,6 +276,22 @@ def _polish(G: DiscreteLTI, lo: float, hi: float, theta0: float, f0: float):
     return theta0, f0
 
 
+def _compress_io(G: DiscreteLTI) -> DiscreteLTI:
+    """Same singular values of ``G(z)`` at every z with at most n + p inputs and n + m
+    outputs: ``G(z) = [C (zI - A)^{-1}, I] [B; D]``, and ``[B; D] Q = [R^T, 0]`` for
+    orthogonal ``Q`` (QR of ``[B; D]^T``) leaves the singular values unchanged; dually
+    ``Q^T [C, D] = [R; 0]`` on the output side."""
+    n, m, p = G.n, G.m, G.p
+    if m > n + p:
+        R = sla.qr(np.vstack([G.B, G.D]).T, mode="r", check_finite=False)[0][: n + p]
+        G = DiscreteLTI(G.A, R[:, :n].T, G.C, R[:, n:].T, G.dt)
+        m = n + p
+    if p > n + m:
+        R = sla.qr(np.hstack([G.C, G.D]), mode="r", check_finite=False)[0][: n + m]
+        G = DiscreteLTI(G.A, G.B, R[:, :n], R[:, n:], G.dt)
+    return G
+
+
 def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     """Exact H-infinity norm of a stable discrete-time system and its peak frequency.
 
@@ -329,6 +345,10 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     ``gamma``, :math:`\\gamma_{lb} \\le \\|G\\|_\\infty < (1 + 2\\,tol)\\gamma_{lb}`. Each
     step costs one eigenvalue problem of size 2n; the gains are evaluated on the original
     system (:meth:`DiscreteLTI.frequency_response`), never on the transformed one.
+    Systems with more inputs than ``n + p`` (outputs than ``n + m``) are first compressed:
+    :math:`G(z) = [C (zI - A)^{-1}, I] [B; D]` and an orthogonal factor on the right of
+    ``[B; D]`` (from its QR decomposition, transposed) changes no singular value, so
+    ``[B; D]`` is replaced by its square triangular factor (dually ``[C, D]`` on the left).
 
     References: S. Boyd, V. Balakrishnan, Systems & Control Letters 15 (1990) 1-7;
     N. A. Bruinsma, M. Steinbuch, Systems & Control Letters 14 (1990) 287-293.
@@ -348,6 +368,7 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     if G.n == 0 or G.m == 0 or G.p == 0:
         d = float(np.linalg.norm(G.D, 2)) if G.D.size else 0.0
         return HinfNorm(d, 0.0)
+    G = _compress_io(G)  # wide or tall: at most n + p inputs and n + m outputs
     # ---- step 1: lower bound from a coarse grid, pole angles, 0 and pi
     poles = G.poles()
     near = np.argsort(-np.abs(poles))[:64]  # poles closest to the circle

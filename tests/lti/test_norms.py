@@ -177,3 +177,25 @@ def test_hinf_bad_tol(tol):
 def test_norms_reject_non_systems():
     with pytest.raises(InvalidArgumentError, match="sys"):
         hinf_norm(np.eye(2))
+
+
+@pytest.mark.parametrize("shape", [(6, 40, 3), (6, 3, 40), (5, 30, 30)])
+def test_hinf_compresses_wide_and_tall_systems(shape, monkeypatch):
+    import lti.norms as norms
+
+    n, m, p = shape
+    rng = np.random.default_rng(sum(shape))
+    A = rng.standard_normal((n, n))
+    A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
+    G = DiscreteLTI(A, rng.standard_normal((n, m)), rng.standard_normal((p, n)),
+                    rng.standard_normal((p, m)))
+    Gc = norms._compress_io(G)
+    assert Gc.m <= n + p and Gc.p <= n + Gc.m and Gc.n == n
+    theta = np.linspace(0.0, np.pi, 33)
+    s, sc = (np.linalg.svd(H.frequency_response(theta), compute_uv=False) for H in (G, Gc))
+    assert np.allclose(s[:, : sc.shape[1]], sc, rtol=1e-12, atol=0)
+    fast = hinf_norm(G)
+    monkeypatch.setattr(norms, "_compress_io", lambda H: H)  # uncompressed reference
+    slow = hinf_norm(G)
+    assert abs(fast.value - slow.value) <= 1e-10 * slow.value
+    assert abs(np.exp(1j * fast.omega) - np.exp(1j * slow.omega)) <= 1e-4
