@@ -277,18 +277,27 @@ def _polish(G: DiscreteLTI, lo: float, hi: float, theta0: float, f0: float):
 
 
 def _compress_io(G: DiscreteLTI) -> DiscreteLTI:
-    """Same singular values of ``G(z)`` at every z with at most n + p inputs and n + m
-    outputs: ``G(z) = [C (zI - A)^{-1}, I] [B; D]``, and ``[B; D] Q = [R^T, 0]`` for
-    orthogonal ``Q`` (QR of ``[B; D]^T``) leaves the singular values unchanged; dually
-    ``Q^T [C, D] = [R; 0]`` on the output side."""
+    """Same singular values of ``G(z)`` at every z with fewer inputs/outputs when possible.
+
+    ``G(z) = [C (zI - A)^{-1}, I] [B; D]``; an orthogonal factor on the right of
+    ``[B; D]`` (QR of ``[B; D]^T``) changes no singular value, so ``[B; D]`` is replaced by
+    its square triangular factor: ``n + p`` inputs, or ``n`` when ``D = 0`` (only ``B``
+    is factored). Dually ``[C, D]`` on the output side.
+    """
     n, m, p = G.n, G.m, G.p
-    if m > n + p:
-        R = sla.qr(np.vstack([G.B, G.D]).T, mode="r", check_finite=False)[0][: n + p]
-        G = DiscreteLTI(G.A, R[:, :n].T, G.C, R[:, n:].T, G.dt)
-        m = n + p
-    if p > n + m:
-        R = sla.qr(np.hstack([G.C, G.D]), mode="r", check_finite=False)[0][: n + m]
-        G = DiscreteLTI(G.A, G.B, R[:, :n], R[:, n:], G.dt)
+    zero_d = not np.any(G.D)
+    k = n if zero_d else n + p  # rank bound of [B; D]
+    if m > k:
+        M = G.B if zero_d else np.vstack([G.B, G.D])
+        R = sla.qr(M.T, mode="r", check_finite=False)[0][:k]  # M^T = Q R, M = R^T Q^T
+        G = DiscreteLTI(G.A, R[:, :n].T, G.C, np.zeros((p, k)) if zero_d else R[:, n:].T,
+                        G.dt)
+        m = k
+    k = n if zero_d else n + m  # rank bound of [C, D]
+    if p > k:
+        M = G.C if zero_d else np.hstack([G.C, G.D])
+        R = sla.qr(M, mode="r", check_finite=False)[0][:k]  # M = Q R
+        G = DiscreteLTI(G.A, G.B, R[:, :n], np.zeros((k, m)) if zero_d else R[:, n:], G.dt)
     return G
 
 
@@ -345,10 +354,11 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     ``gamma``, :math:`\\gamma_{lb} \\le \\|G\\|_\\infty < (1 + 2\\,tol)\\gamma_{lb}`. Each
     step costs one eigenvalue problem of size 2n; the gains are evaluated on the original
     system (:meth:`DiscreteLTI.frequency_response`), never on the transformed one.
-    Systems with more inputs than ``n + p`` (outputs than ``n + m``) are first compressed:
-    :math:`G(z) = [C (zI - A)^{-1}, I] [B; D]` and an orthogonal factor on the right of
-    ``[B; D]`` (from its QR decomposition, transposed) changes no singular value, so
-    ``[B; D]`` is replaced by its square triangular factor (dually ``[C, D]`` on the left).
+    Systems with more inputs than ``n + p`` (outputs than ``n + m``; ``n`` for ``D = 0``)
+    are first compressed: :math:`G(z) = [C (zI - A)^{-1}, I] [B; D]` and an orthogonal
+    factor on the right of ``[B; D]`` (from its QR decomposition, transposed) changes no
+    singular value, so ``[B; D]`` is replaced by its square triangular factor (dually
+    ``[C, D]`` on the left).
 
     References: S. Boyd, V. Balakrishnan, Systems & Control Letters 15 (1990) 1-7;
     N. A. Bruinsma, M. Steinbuch, Systems & Control Letters 14 (1990) 287-293.
