@@ -189,15 +189,12 @@ def _smith_stable_factors(G: DiscreteLTI):
     n = G.n
     if not 0 < n <= _SMITH_MAX_N or G.is_diagonal:
         return None
-    b = float(np.max(np.abs(G.B), initial=0.0))
-    c = float(np.max(np.abs(G.C), initial=0.0))
-    out = _smith_factors(G.A, [G.B / b if b > 0 else G.B, G.C.T / c if c > 0 else G.C.T],
-                         [False, True], max_iter=_SMITH_AUTO_ITER,
-                         max_growth=_SMITH_MAX_GROWTH)
+    out = _smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=_SMITH_AUTO_ITER,
+                         max_growth=_SMITH_MAX_GROWTH)  # B, C scaled to unit size inside
     if out is None:
         return None
     (Lc, Lo), rho = out
-    return (Lc * b if b > 0 else Lc), (Lo * c if c > 0 else Lo), rho
+    return Lc, Lo, rho
 
 
 def _schur_radius(G: DiscreteLTI):

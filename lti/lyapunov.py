@@ -506,7 +506,11 @@ def _scaled_unit(c: np.ndarray):
     cmax = float(np.max(np.abs(c), initial=0.0))
     if cmax == 0.0:
         return 0.0, None
-    cs = c / cmax
+    if np.iscomplexobj(c):  # complex / real would form 1 / cmax: overflow for subnormal cmax
+        cs = np.empty_like(c)
+        cs.real, cs.imag = c.real / cmax, c.imag / cmax
+    else:
+        cs = c / cmax
     nrm = float(np.sqrt(np.real(np.vdot(cs, cs))))
     return cmax * nrm, cs / nrm
 
@@ -650,6 +654,10 @@ def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: 
     eps = np.finfo(np.float64).eps
     nb = min(n, 16)  # block size of the structured QR (fastest for small n)
     # Rt[i] = L_i^T: (w, n) while narrow, then (n, n) upper triangular (Fortran order)
+    # each right-hand side scaled to max|B| = 1 (the factor scales linearly), so that tiny
+    # or huge data neither underflow nor overflow in the norms of the stopping test
+    scales = [float(np.max(np.abs(B), initial=0.0)) for B in Bs]
+    Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
     Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
     todo = list(range(len(Bs)))
     Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
@@ -681,13 +689,20 @@ def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: 
                 raise SolverError(f"LAPACK dtpqrt failed with info={info}")
             Rt[i] = R
         if not todo and a < 1.0:
-            Ls = [_square_factor(R, n) for R in Rt]
+            Ls = [_square_factor(R, n) * (b if b > 0 else 1.0)
+                  for R, b in zip(Rt, scales, strict=True)]
             if not all(np.isfinite(np.sum(L)) for L in Ls):
                 return None
             return Ls, rho_bound
         Ak = Ak @ Ak
         root *= 0.5
     return None
+
+
+def _smith_scaled(M, B, transpose, max_iter, max_growth):
+    """The factor of one right-hand side by :func:`_smith_factors` (``None`` as there)."""
+    out = _smith_factors(M, [B], [transpose], max_iter=max_iter, max_growth=max_growth)
+    return None if out is None else out[0][0]
 
 
 def _qr_triangle(S: np.ndarray, n: int) -> np.ndarray:
@@ -866,10 +881,9 @@ def lyapunov_factor(
     if method == "auto":
         method = "diagonal" if a is not None else "hammarling"
         if method == "hammarling" and real and schur is None and 0 < n <= _SMITH_MAX_N:
-            out = _smith_factors(M, [Bm], [transpose], max_iter=_SMITH_AUTO_ITER,
-                                 max_growth=_SMITH_MAX_GROWTH)
-            if out is not None:
-                return out[0][0]
+            L = _smith_scaled(M, Bm, transpose, _SMITH_AUTO_ITER, _SMITH_MAX_GROWTH)
+            if L is not None:
+                return L
     if method == "smith":
         if M is None:
             M = np.diag(a)
@@ -878,13 +892,13 @@ def lyapunov_factor(
         if n == 0:
             return np.zeros((0, 0))
         check_stable("A", M)
-        out = _smith_factors(M, [Bm], [transpose], max_iter=100, max_growth=np.inf)
-        if out is None:
+        L = _smith_scaled(M, Bm, transpose, 100, np.inf)
+        if L is None:
             raise SolverError(
                 f'method="smith" did not converge in 100 doublings (spectral radius '
                 f"{spectral_radius(M):.6g})"
             )
-        return out[0][0]
+        return L
     if method == "diagonal":
         if a is None:
             raise InvalidArgumentError('method="diagonal" needs a diagonal `A` (or 1-D `a`)')

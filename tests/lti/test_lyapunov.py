@@ -298,6 +298,42 @@ def test_factor_diagonal_n4096_rho_near_one_matches_full_solve():
     assert np.linalg.norm(X - Xf) <= 1e-13 * np.linalg.norm(Xf)
 
 
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("method", ["auto", "hammarling"])
+def test_factor_near_underflow_is_finite_without_warnings(transpose, method):
+    # regression: a right-hand side column of subnormal size made the complex scaling
+    # c / max|c| form 1 / max|c| (overflow), giving RuntimeWarnings and NaN factors
+    A = np.array(
+        [[5.934e-201, -1.386e-200, 3.152e-202, 1.210e-200],
+         [3.528e-201, 5.097e-201, 8.849e-201, 1.691],
+         [1.478e-201, 1.200, -6.262e-202, -5.330e-201],
+         [3.072e-201, -5.912e-001, -5.593e-201, -5.931e-001]]
+    )
+    A *= 0.99 / np.max(np.abs(np.linalg.eigvals(A)))  # complex pair: complex Schur form
+    rng = np.random.default_rng(3)
+    M = A.T if transpose else A
+    for scale in (1.0, 1e-150, 1e-300, 1e-310):
+        B = rng.standard_normal((4, 1)) * scale
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            L = lyapunov_factor(A, B, transpose=transpose, method=method)
+        assert np.all(np.isfinite(L)) and np.any(L)
+        Ls = L / scale  # compare on unit scale
+        Bs = B / scale
+        assert _residual(M, Ls @ Ls.T, Bs @ Bs.T) <= 1e-12
+    # subnormal off-diagonal entries: a dense A; every method gives L L^T = X (the form of
+    # L is method dependent, see the docstring); no warnings either
+    A = np.array([[0.5, 5e-324], [-5e-324, 0.99]])
+    B = np.array([[1.0], [2.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for meth in ("auto", "hammarling", "smith"):
+            L = lyapunov_factor(A, B, transpose=transpose, method=meth)
+            Mx = A.T if transpose else A
+            assert _residual(Mx, L @ L.T, B @ B.T) <= 1e-14
+        assert np.array_equal(L, np.tril(L))  # "smith": lower triangular
+
+
 def test_large_symmetry_check_is_tiled():
     rng = np.random.default_rng(14)
     n = 700  # above the tile threshold
