@@ -379,7 +379,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     (residual in the original coordinates, correction from the same Schur form) follows,
     typically lowering it ten-fold for a third more time.
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
-    (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check.
+    (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check; the
+    same residual-triggered refinement step follows (its rounding errors grow with
+    ``||A_k||``, so it helps most for non-normal ``A``).
     The result is symmetrised.
 
     References
@@ -425,7 +427,11 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         return _solve_schur(M, Qm, refine=True)
     if method == "smith":
         check_stable("A", M)
-        return _symmetrise(_smith(M, Qm))
+        X = _symmetrise(_smith(M, Qm))
+        R = _symmetrise((M @ X) @ _ct(M) - X + Qm)  # one refinement step, as for "schur"
+        if np.linalg.norm(R) > _REFINE_RTOL * np.linalg.norm(Qm):
+            X = _symmetrise(X + _smith(M, R))
+        return X
     return _solve_slycot(M, Qm)
 
 
