@@ -665,11 +665,12 @@ def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: 
     scales = [float(np.max(np.abs(B), initial=0.0)) for B in Bs]
     Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
     Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
+    r2 = [_fro2(R) for R in Rt]  # ||L_k||_F^2: QR keeps it, each step adds ||A_k L_k||_F^2
     todo = list(range(len(Bs)))
     Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
     rho_bound, root = np.inf, 1.0
     for _ in range(max_iter):
-        a = float(np.sqrt(np.vdot(Ak, Ak)))  # ||A_k||_F >= ||A_k||_2
+        a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
         if not a <= max_growth:  # also catches NaN
             return None
         if a > 0:
@@ -681,9 +682,11 @@ def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: 
             w = R.shape[0]
             op = Ak if transposes[i] else Ak.T  # (A_k L)^T = L^T op
             Wt = blas.dtrmm(1.0, R, op) if w == n else R @ op  # R triangular when w == n
-            if np.sqrt(np.vdot(Wt, Wt)) <= eps * np.sqrt(np.vdot(R, R)):
+            w2 = _fro2(Wt)
+            if w2 <= eps * eps * r2[i]:
                 todo.remove(i)
                 continue
+            r2[i] += w2
             if w == n:  # [R; Wt]: triangle over a dense block, structured QR
                 R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
             elif 2 * w < n:
@@ -703,6 +706,12 @@ def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: 
         Ak = Ak @ Ak
         root *= 0.5
     return None
+
+
+def _fro2(X: np.ndarray) -> float:
+    """Squared Frobenius norm of a contiguous (C or Fortran) array, without a copy."""
+    v = X.ravel(order="K")
+    return float(v @ v)
 
 
 def _smith_scaled(M, B, transpose, max_iter, max_growth):
