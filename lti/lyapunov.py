@@ -476,6 +476,11 @@ def _smith(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndarray:
     for _ in range(max_iter):
         dX = Ak @ X @ _ct(Ak)
         X = X + dX
+        if not np.all(np.isfinite(X)):
+            raise SolverError(
+                'method="smith" overflowed (the powers of `A` grow before they decay: '
+                f"spectral radius {spectral_radius(M):.6g}); use method=\"schur\""
+            )
         if np.linalg.norm(dX) <= eps * np.linalg.norm(X):
             return X
         Ak = Ak @ Ak
