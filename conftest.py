@@ -1,11 +1,22 @@
 """Repository-wide pytest configuration: the ``gpu`` marker skips cleanly without CUDA,
-and ``slow`` tests run only when asked for with ``-m slow`` (or ``--run-slow``)."""
+``slow`` tests run only when asked for with ``-m slow`` (or ``--run-slow``), and hypothesis
+property tests are derandomized (reproducible CI) unless ``HYPOTHESIS_PROFILE=explore``."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
+
+try:  # deterministic property tests in the default run; HYPOTHESIS_PROFILE=explore to search
+    from hypothesis import settings as _hsettings
+
+    _hsettings.register_profile("default", derandomize=True, database=None)
+    _hsettings.register_profile("explore", derandomize=False)
+    _hsettings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:  # hypothesis is a test extra
+    pass
 
 
 def pytest_addoption(parser):
