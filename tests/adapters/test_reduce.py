@@ -26,6 +26,7 @@ from adapters import (
 from adapters.calibrate import calibrate
 from adapters.exceptions import AdapterConfigError, AdapterError
 from adapters.reduce import modal_form, reduce
+from tests.adapters._tiny import tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 
@@ -33,11 +34,7 @@ H, VOCAB = 32, 64
 
 
 def _gpt2(seed=0):
-    torch.manual_seed(seed)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=H, n_head=2, vocab_size=VOCAB,
-                                  n_positions=128, resid_pdrop=0.0, embd_pdrop=0.0,
-                                  attn_pdrop=0.0)
-    return transformers.GPT2LMHeadModel(cfg).eval()
+    return tiny_gpt2(width=H, vocab=VOCAB, seed=seed)
 
 
 @pytest.fixture(scope="module")
