@@ -51,7 +51,7 @@ from adapters.exceptions import (
     AdapterStabilityError,
 )
 
-__all__ = ["chunked_scan", "fft_scan", "recurrent_scan"]
+__all__ = ["auto_chunk", "chunked_scan", "fft_scan", "recurrent_scan"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -184,10 +184,23 @@ def _run(u, a, s0, core, check=True):
     s0_c = None if s0 is None else s0.to(compute)
     if u.shape[1] == 0:
         return _empty(u, s0_c, out)
-    with torch.autocast(device_type=u.device.type, enabled=False):
-        s = _ParallelScan.apply(u.to(compute), a.to(compute), s0_c, core)  # (B, L, N)
+    args = (u.to(compute), a.to(compute), s0_c, core)
+    if _autocast_on(u.device.type):
+        with torch.autocast(device_type=u.device.type, enabled=False):
+            s = _ParallelScan.apply(*args)  # (B, L, N)
+    else:  # entering the context costs more than a short scan
+        s = _ParallelScan.apply(*args)  # (B, L, N)
     s = s.to(out)
     return s, s[:, -1]
+
+
+def _autocast_on(device_type):
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: no device argument
+        if device_type == "cpu":
+            return torch.is_autocast_cpu_enabled()
+        return torch.is_autocast_enabled()
 
 
 def _fast_len(n: int) -> int:
@@ -284,22 +297,100 @@ def fft_scan(u, a, s0=None):
 # --------------------------------------------------------------------------- chunked scan
 
 
-def _chunked_core(u, a, s0, T, reverse=False):
+def auto_chunk(L: int) -> int:
+    """Chunk length used by :func:`chunked_scan` when `chunk` is None, for length `L`.
+
+    About 16 steps per chunk up to ``L = 1024`` and 32 beyond (the fastest forward+backward
+    in ``benchmarks/bench_scan.py`` on CPU), shortened so that the chunks split `L` evenly
+    or nearly so (the last chunk is padded by fewer than ``L / T`` steps).
+
+    Parameters
+    ----------
+    L : int
+        Sequence length.
+
+    Returns
+    -------
+    int
+        The chunk length ``T``, ``1 <= T <= max(L, 1)``.
+
+    Examples
+    --------
+    >>> from adapters.scan import auto_chunk
+    >>> auto_chunk(23), auto_chunk(139), auto_chunk(4096)
+    (12, 16, 32)
+    """
+    target = 16 if L <= 1024 else 32
+    nc = max(1, -(-L // target))
+    return max(1, -(-L // nc))
+
+
+def _chunked_core(u, a, s0, T=None, reverse=False):
     """Blocked scan on validated compute-dtype tensors (no autograd), by device.
 
     ``reverse=True`` runs ``s_t = a s_{t+1} + u_t`` with ``s_L = s0`` (the adjoint scan).
+    ``T=None`` picks the chunk length with :func:`auto_chunk`.
     """
+    if T is None:
+        T = auto_chunk(u.shape[1])
     if u.device.type == "cpu":
         return _chunked_loop_core(u, a, s0, T, reverse)
     return _chunked_matmul_core(u, a, s0, T, reverse)
 
 
+@functools.lru_cache(maxsize=64)
+def _exponents(exps):
+    """The exponents as a float64 CPU tensor, built once per tuple (a list costs ~25 us)."""
+    return torch.tensor(exps, dtype=torch.float64)
+
+
+def _powers_at(a: torch.Tensor, exps, dtype: torch.dtype) -> torch.Tensor:
+    """Powers ``a^e`` for the non-negative integer exponents `exps`, as ``(len(exps), N)``.
+
+    Evaluated elementwise in float64 (``pow``, correctly signed for negative ``a``) or, for
+    complex ``a``, in polar form ``|a|^e exp(i e arg a)`` in complex128: three kernel calls
+    whatever the exponents, with a relative error of a few float64 ulps times ``e`` at most
+    (the conditioning of ``a^e`` itself). ``0^0 = 1``. Rounded once to `dtype`.
+    """
+    e = _exponents(tuple(exps)).to(a.device).unsqueeze(1)  # (K, 1)
+    if a.is_complex():
+        a = a.to(torch.complex128)
+        P = torch.polar(a.abs().unsqueeze(0) ** e, a.angle().unsqueeze(0) * e)  # (K, N)
+    else:
+        P = a.to(torch.float64).unsqueeze(0) ** e  # (K, N)
+    return P.to(dtype)
+
+
+def _doubling_scan(E, Q, reverse=False):
+    """Scan ``S_c = q S_{c-1} + E_c`` (or ``S_c = q S_{c+1} + E_c``) along dim 1 of `E`.
+
+    Hillis-Steele doubling: level ``k`` adds ``q^(2^k)`` (row ``k`` of `Q`) times the partial
+    sums ``2^k`` places back, ``ceil(log2 n)`` levels of two kernels each, on ``E`` of shape
+    ``(B, n, N)``. Exact algorithm; each output is a sum of at most ``log2 n`` rounded terms.
+    """
+    n = E.shape[1]
+    d, k = 1, 0
+    while d < n:
+        F = torch.empty_like(E)  # (B, n, N)
+        if reverse:
+            torch.addcmul(E[:, :-d], Q[k], E[:, d:], out=F[:, :-d])
+            F[:, -d:] = E[:, -d:]
+        else:
+            torch.addcmul(E[:, d:], Q[k], E[:, :-d], out=F[:, d:])
+            F[:, :d] = E[:, :d]
+        E, d, k = F, 2 * d, k + 1
+    return E
+
+
 def _chunked_loop_core(u, a, s0, T, reverse=False):
-    """CPU form: the in-chunk recursion, vectorised over all chunks (T steps), then the carry.
+    """CPU form: the in-chunk recursion vectorised over all chunks, a doubling scan across them.
 
     Same algorithm as :func:`_chunked_matmul_core` with the ``T x T`` decay-matrix product
-    evaluated by its recursion: on CPU the small matmuls and the layout copies they need cost
-    more than the ``T`` elementwise steps.
+    evaluated by its recursion (``T - 1`` elementwise steps, each over all chunks at once): on
+    CPU the small matmuls and the layout copies they need cost more than those steps. The
+    states carried between chunks come from a doubling scan over the ``nc - 1`` chunk
+    boundaries with decay ``a^T`` (``log2 nc`` levels on ``(B, nc, N)``), and one fused pass
+    adds ``a^(t+1)`` times the carried state to every chunk. All in place in the output.
     """
     Bsz, L, N = u.shape
     T = max(1, min(T, L))
@@ -307,33 +398,35 @@ def _chunked_loop_core(u, a, s0, T, reverse=False):
     pad = nc * T - L
     if pad:  # zeros that the scan meets last: after the end, or before the start if reverse
         u = torch.nn.functional.pad(u, (0, 0, pad, 0) if reverse else (0, 0, 0, pad))
-    x = u.reshape(Bsz, nc, T, N)  # (B, nc, T, N)
-    s = torch.empty_like(x)
-    a_c = a.to(u.dtype)  # deeper levels get a^T in float64, rounded here only for the steps
-    xs, ss = x.unbind(2), s.unbind(2)  # T views (B, nc, N) each
-    first, steps = (T - 1, range(T - 2, -1, -1)) if reverse else (0, range(1, T))
-    ss[first].copy_(xs[first])
-    d = 1 if reverse else -1  # the neighbour each step reads
-    for t in steps:  # zero-state scan inside every chunk at once
-        torch.addcmul(xs[t], a_c, ss[t + d], out=ss[t])  # (B, nc, N)
-    wide = torch.complex128 if u.is_complex() else torch.float64
-    Pw = _powers(a, T + 1, wide)  # (T + 1, N), a^k in float64/complex128
-    if nc == 1:
-        carry = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-    elif not reverse:
-        ends = s[:, :-1, -1]  # (B, nc-1, N), chunk-end states from zero
-        S = _chunked_loop_core(ends, Pw[T], s0, T)  # (B, nc-1, N), true ends (decay a^T)
-        s_in = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-        carry = torch.cat([s_in, S], dim=1)  # (B, nc, N), state before each chunk
+    levels = (nc - 1).bit_length() if nc > 1 else 0  # doubling levels across chunks
+    # rows: a^1 .. a^T (P[t] = a^(t+1)), then a^(T 2^k) for the doubling levels
+    P = _powers_at(a, list(range(1, T + 1)) + [T << k for k in range(levels)], u.dtype)
+    if not pad:  # the padded copy is ours already; otherwise one contiguous copy
+        u = u.clone(memory_format=torch.contiguous_format)
+    s = u.view(Bsz, nc, T, N)  # (B, nc, T, N), becomes the zero-state scan
+    ss = s.unbind(2)  # T views (B, nc, N)
+    a_c = P[0]
+    if reverse:
+        for t in range(T - 2, -1, -1):  # zero-state scan inside every chunk at once
+            ss[t].addcmul_(a_c, ss[t + 1])  # (B, nc, N)
     else:
-        starts = s[:, 1:, 0]  # (B, nc-1, N), chunk-start values from zero
-        S = _chunked_loop_core(starts, Pw[T], s0, T, True)  # true starts of chunks 1..nc-1
-        s_out = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
-        carry = torch.cat([S, s_out], dim=1)  # (B, nc, N), state after each chunk
+        for t in range(1, T):
+            ss[t].addcmul_(a_c, ss[t - 1])  # (B, nc, N)
+    if nc > 1:
+        # boundary values from zero state, s0 folded into the first (last if reverse) one
+        e = s[:, 1:, 0] if reverse else s[:, :-1, -1]  # (B, nc-1, N)
+        if s0 is not None:
+            e = e.clone()
+            e[:, -1 if reverse else 0].addcmul_(P[T - 1], s0)  # + a^T s0
+        S = _doubling_scan(e, P[T:], reverse)  # (B, nc-1, N), true boundary states
+        edge = torch.zeros_like(S[:, :1]) if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
+        carry = torch.cat([S, edge] if reverse else [edge, S], dim=1)  # (B, nc, N)
+    else:
+        carry = None if s0 is None else s0.unsqueeze(1)  # (B, 1, N)
     if carry is not None:
-        P = Pw[1:].flip(0) if reverse else Pw[1:]  # (T, N): a^(T-t) or a^(t+1)
-        s.addcmul_(P.to(u.dtype), carry.unsqueeze(2))  # + decayed carried state
-    s = s.reshape(Bsz, nc * T, N)  # (B, nc*T, N)
+        Pt = P[:T].flip(0) if reverse else P[:T]  # (T, N): a^(T-t) or a^(t+1)
+        s.addcmul_(Pt, carry.unsqueeze(2))  # + decayed carried state
+    s = s.view(Bsz, nc * T, N)  # (B, nc*T, N)
     if not pad:
         return s
     return s[:, pad:] if reverse else s[:, :L]
@@ -376,7 +469,7 @@ def _chunked_matmul_core(u, a, s0, T, reverse=False):
     return out.reshape(N, Bsz, nc * T).permute(1, 2, 0)[:, :L].contiguous()  # (B, L, N)
 
 
-def chunked_scan(u, a, s0=None, chunk=64):
+def chunked_scan(u, a, s0=None, chunk=None):
     r"""Diagonal scan ``s_t = a * s_{t-1} + u_t`` in exact blocked (chunked) form.
 
     Parameters
@@ -388,7 +481,8 @@ def chunked_scan(u, a, s0=None, chunk=64):
     s0 : torch.Tensor, shape (B, N), optional
         State before the first step (``s_{-1}``); zeros by default.
     chunk : int, optional
-        Chunk length ``T`` (default 64); clipped to ``L``.
+        Chunk length ``T``, clipped to ``L``; by default :func:`auto_chunk` of ``L`` (16 or
+        32 steps per chunk).
 
     Returns
     -------
@@ -431,9 +525,12 @@ def chunked_scan(u, a, s0=None, chunk=64):
     >>> bool((s - recurrent_scan(u, a)[0]).abs().max() < 1e-12)
     True
     """
-    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1:
-        raise AdapterConfigError(f"`chunk` must be a positive int; got {chunk!r}")
-    return _run(u, a, s0, functools.partial(_chunked_core, T=int(chunk)))
+    if chunk is not None and (
+        isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1
+    ):
+        raise AdapterConfigError(f"`chunk` must be a positive int or None; got {chunk!r}")
+    T = None if chunk is None else int(chunk)
+    return _run(u, a, s0, functools.partial(_chunked_core, T=T))
 
 
 # --------------------------------------------------------------------------- recurrent scan
