@@ -10,8 +10,9 @@ pieces by passing ``s_last`` as the next piece's ``s0``.
   FFT padded to a fast length ``>= 2L``; ``O(L log L)``.
 - :func:`chunked_scan` -- the exact blocked form: inside each chunk of ``T`` steps the decay
   matrix ``a^(t-j)`` (a batched matmul on accelerators, its recursion vectorised over chunks on
-  CPU), between chunks the carried state (itself a scan over the chunk ends, done
-  recursively); ``O(L T)``.
+  CPU), between chunks the carried state (a scan over the chunk boundaries with decay
+  ``a^T``: recursive on accelerators, a ``log2``-depth doubling scan on CPU); ``O(L T)``
+  work, the chunk length chosen from ``L`` by :func:`auto_chunk` unless given.
 - :func:`recurrent_scan` -- the step-by-step loop: the reference, and the decoding path.
 
 Numerics policy
@@ -20,7 +21,7 @@ Numerics policy
   switched off inside, float16/bfloat16 inputs are upcast to float32 (complex to complex64), and
   float64 is kept when ``u``, ``a`` or ``s0`` is float64/complex128.
 - The powers ``a^k`` are always formed in float64 (complex128) and then rounded once to the
-  compute dtype, so the kernel itself carries no error that grows with ``k``.
+  compute dtype, so the kernel itself carries no float32 error that grows with ``k``.
 - The result is cast back to the precision of ``u``: real ``u`` with real ``a`` gives ``u.dtype``;
   a complex result (complex ``u`` or ``a``) gives the complex dtype of ``u``'s precision
   (complex64 for float16/bfloat16/float32 inputs, complex128 for float64).

@@ -54,11 +54,6 @@ RATE_MIN = 1e-6
 """Smallest decay rate ``Δ·|Re a|``, so ``|ā| <= exp(-1e-6)`` whatever the parameters hold."""
 LOG_A_BOUND = 20.0
 """``log_A`` is clamped to ``[-20, 20]`` before ``exp`` (finite values, finite gradients)."""
-CHUNK = 32
-"""Chunk length of the chunked scan inside :class:`DiagonalSSM` (``scan="auto"`` or
-``"chunked"``). ``"auto"`` is the chunked scan at every length: in ``benchmarks/bench_scan.py``
-it is about as fast as the FFT scan on CPU (within the run-to-run noise, L = 256 ... 16384)
-and it is more accurate per mode in float32 (no ``eps ||u|| ||K||`` error term)."""
 
 _MODES = ("real", "complex")
 _SCANS = ("auto", "fft", "chunked")
@@ -116,8 +111,10 @@ class DiagonalSSM(nn.Module):
     dt_min, dt_max : float, optional
         Range of the log-uniform initialisation of the steps ``Δ`` (within ``[1e-4, 0.1]``).
     scan : {"auto", "fft", "chunked"}, optional
-        Parallel scan used by :meth:`forward`. ``"auto"`` is the chunked scan (chunk 32): as
-        fast as the FFT scan on CPU and more accurate per mode in float32.
+        Parallel scan used by :meth:`forward`. ``"auto"`` is the chunked scan with its chunk
+        length chosen from ``L`` (:func:`adapters.scan.auto_chunk`): faster than the FFT scan
+        on CPU in ``benchmarks/bench_scan.py`` and more accurate per mode in float32 (no
+        ``eps ||u|| ||K||`` error term).
     init : {"s4d"}, optional
         Initialisation family.
     device, dtype : optional
@@ -579,7 +576,55 @@ class DiagonalSSM(nn.Module):
     def _core(self):
         if self.scan == "fft":
             return _fft_core
-        return functools.partial(_chunked_core, T=CHUNK)
+        return functools.partial(_chunked_core, T=None)  # chunk length by L (auto_chunk)
+
+    def _projections(self):
+        """Poles and the ONE input and ONE output projection of all modes together.
+
+        Returns ``(a_r, a_c, W_in, W_out)``. ``v = x W_in^T`` holds the complex modes' inputs
+        first, as interleaved (Re, Im) pairs so that they view as a complex tensor without a
+        copy, then the real modes' inputs (plus one zero row when there are complex modes and
+        an odd number of real ones, which keeps that view aligned); ``y = z W_out^T`` reads
+        ``z = [view_as_real(s_c), s_r]``, with ``2 Re(C s) = 2 Re C Re s - 2 Im C Im s``.
+        One matmul each way instead of one per group: with a few modes the small matmuls
+        cost more than the scans.
+        """
+        real, cplx = self._groups()
+        H = self.d_model
+        rows, cols, a_r, a_c = [], [], None, None
+        if cplx is not None:
+            a_c, B, C = cplx
+            n = self.n_complex
+            rows.append(torch.view_as_real(B).transpose(1, 2).reshape(2 * n, H))  # (2n, H)
+            cols.append(torch.view_as_real(2 * C.conj()).reshape(H, 2 * n))  # (H, 2n)
+        if real is not None:
+            a_r, B, C = real
+            rows.append(B)  # (n_real, H)
+            cols.append(C)  # (H, n_real)
+            if cplx is not None and self.n_real % 2:
+                rows.append(B.new_zeros(1, H))
+        W_in = rows[0] if len(rows) == 1 else torch.cat(rows, dim=0)  # (W, H)
+        W_out = cols[0] if len(cols) == 1 else torch.cat(cols, dim=1)  # (H, n_real + 2n)
+        return a_r, a_c, W_in, W_out
+
+    def _split_inputs(self, v, a_r, a_c):
+        """Views of ``v = x W_in^T`` (..., W) as the complex and the real modes' inputs."""
+        n2 = 2 * self.n_complex
+        v_c = v_r = None
+        if a_c is not None:
+            v_c = v[..., :n2].to(_real_of(a_c.dtype)).unflatten(-1, (self.n_complex, 2))
+            v_c = torch.view_as_complex(v_c)  # (..., n_complex)
+        if a_r is not None:
+            v_r = v[..., n2 : n2 + self.n_real].to(a_r.dtype)  # (..., n_real)
+        return v_c, v_r
+
+    def _readout(self, s_c, s_r, W_out):
+        """``y = C_r s_r + 2 Re(C_c s_c)`` as one matmul."""
+        parts = [torch.view_as_real(s_c).flatten(-2)] if s_c is not None else []  # (..., 2n)
+        if s_r is not None:
+            parts.append(s_r)  # (..., n_real)
+        z = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return F.linear(z, W_out)  # (..., H)
 
     def forward(self, u, state=None, *, return_state=False):
         """Run the system over a sequence.
@@ -606,28 +651,20 @@ class DiagonalSSM(nn.Module):
         s_r0, s_c0 = self._split_state(state, u.shape[0])
         autocast = _autocast_enabled(u.device.type)
         x = u if autocast else u.to(self._param_dtype())
-        real, cplx = self._groups()
+        a_r, a_c, W_in, W_out = self._projections()
         core = self._core()
-        y, s_r, s_c = None, None, None
-        if real is not None:
-            a, B, C = real
-            v = F.linear(x, B).to(a.dtype)  # (B, L, n_real), scan precision (autocast-proof)
-            s, s_r = _run(v, a, s_r0, core, check=False)  # (B, L, n_real)
-            y = F.linear(s, C)  # (B, L, H)
-        if cplx is not None:
-            a, B, C = cplx
-            n = self.n_complex
-            v2 = F.linear(x, torch.cat([B.real, B.imag], dim=0))  # (B, L, 2n)
-            wide = _real_of(a.dtype)
-            v = torch.complex(v2[..., :n].to(wide), v2[..., n:].to(wide))  # (B, L, n)
-            s, s_c = _run(v, a, s_c0, core, check=False)  # (B, L, n) complex
-            W = torch.cat([2 * C.real, -2 * C.imag], dim=1)  # (H, 2n), y = 2 Re(C s)
-            y_c = F.linear(torch.cat([s.real, s.imag], dim=-1), W)  # (B, L, H)
-            y = y_c if y is None else y + y_c
+        # one projection for all modes; the scans run in their precision (autocast-proof)
+        v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, L, n_*)
+        s_c = s_r = last_c = last_r = None
+        if v_c is not None:
+            s_c, last_c = _run(v_c, a_c, s_c0, core, check=False)  # (B, L, n_complex)
+        if v_r is not None:
+            s_r, last_r = _run(v_r, a_r, s_r0, core, check=False)  # (B, L, n_real)
+        y = self._readout(s_c, s_r, W_out)  # (B, L, H)
         if not autocast:
             y = y.to(u.dtype)
         if return_state:
-            return y, self._join_state(s_r, s_c)
+            return y, self._join_state(last_r, last_c)
         return y
 
     def step(self, x_t, state=None):
@@ -651,22 +688,14 @@ class DiagonalSSM(nn.Module):
         s_r0, s_c0 = self._split_state(state, x_t.shape[0])
         autocast = _autocast_enabled(x_t.device.type)
         x = x_t if autocast else x_t.to(self._param_dtype())
-        real, cplx = self._groups()
-        y, s_r, s_c = None, None, None
-        if real is not None:
-            a, B, C = real
-            v = F.linear(x, B).to(a.dtype)  # (B, n_real)
-            s_r = v if s_r0 is None else a * s_r0.to(a.dtype) + v
-            y = F.linear(s_r, C)  # (B, H)
-        if cplx is not None:
-            a, B, C = cplx
-            n = self.n_complex
-            v2 = F.linear(x, torch.cat([B.real, B.imag], dim=0)).to(_real_of(a.dtype))
-            v = torch.complex(v2[..., :n], v2[..., n:])  # (B, n)
-            s_c = v if s_c0 is None else a * s_c0.to(a.dtype) + v
-            W = torch.cat([2 * C.real, -2 * C.imag], dim=1)  # (H, 2n)
-            y_c = F.linear(torch.cat([s_c.real, s_c.imag], dim=-1), W)  # (B, H)
-            y = y_c if y is None else y + y_c
+        a_r, a_c, W_in, W_out = self._projections()
+        v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, n_*)
+        s_c = s_r = None
+        if v_c is not None:
+            s_c = v_c.clone() if s_c0 is None else a_c * s_c0.to(a_c.dtype) + v_c  # (B, n)
+        if v_r is not None:
+            s_r = v_r.clone() if s_r0 is None else a_r * s_r0.to(a_r.dtype) + v_r  # (B, n)
+        y = self._readout(s_c, s_r, W_out)  # (B, H)
         if not autocast:
             y = y.to(x_t.dtype)
         return y, self._join_state(s_r, s_c)

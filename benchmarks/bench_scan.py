@@ -9,7 +9,8 @@ Times forward and forward+backward of, on an input (B, L, H) = (4, L, 768) that 
   LoRA branch alone (``lora_B(lora_A(x))``, the adapter's own cost);
 - a frozen GPT-2-sized MLP (768 -> 3072 -> 768), the block the adapter sits beside.
 
-Times are the minimum over repeats after a warm-up, all measured in ONE run with the BLAS and
+Times are the minimum over repeats after a warm-up (the scans alone, a few ms each, over at
+least 10 repeats; the step-by-step loop once), all measured in ONE run with the BLAS and
 torch thread counts printed; ratios are to the peft LoRA layer and to the LoRA branch. Peak
 memory is the largest net allocation during one forward+backward (torch profiler,
 ``profile_memory=True``), excluding the input and the weights. The loop is measured up to
@@ -36,6 +37,8 @@ from adapters import DiagonalSSM
 from adapters.scan import chunked_scan, fft_scan, recurrent_scan
 
 H, N, BATCH = 768, 32, 4
+SCAN_REPEATS = 10
+"""Least number of timed repeats of the parallel scans alone (milliseconds each)."""
 
 
 class _Proj(nn.Module):
@@ -104,7 +107,7 @@ def scan_only(lengths, recurrent_max, repeats, clock):
     a = (torch.rand(N, generator=torch.Generator().manual_seed(0)) * 0.999).requires_grad_(True)
     fns = {
         "fft": lambda u: fft_scan(u, a)[0],
-        "chunked": lambda u: chunked_scan(u, a, chunk=32)[0],
+        "chunked": lambda u: chunked_scan(u, a)[0],  # chunk length auto_chunk(L)
         "recurrent": lambda u: recurrent_scan(u, a)[0],
     }
     for L in lengths:
@@ -116,7 +119,7 @@ def scan_only(lengths, recurrent_max, repeats, clock):
                 f0, b0, _ = rows[(L0, name)]
                 rows[(L, name)] = (f0 * L / L0, b0 * L / L0, True)
             else:
-                reps = 1 if name == "recurrent" else repeats
+                reps = 1 if name == "recurrent" else max(repeats, SCAN_REPEATS)
                 rows[(L, name)] = (*time_one(fn, u, g, reps, clock), False)
     return rows
 
@@ -214,7 +217,10 @@ def main(argv=None):
                     f"{mark}{fb / lora_fb:.2f} | {mark}{fb / branch_fb:.2f} | {mem_s} |"
                 )
 
-        print(f"\n# scans alone, (B, L, N) = ({BATCH}, L, {N}): fwd+bwd ms\n")
+        print(
+            f"\n# scans alone, (B, L, N) = ({BATCH}, L, {N}): fwd+bwd ms "
+            f"(parallel scans: min of {max(args.repeats, SCAN_REPEATS)} repeats; loop: 1 run)\n"
+        )
         print("| L | fft | chunked | recurrent | loop / fastest |")
         print("|---:|---:|---:|---:|---:|")
         scans = scan_only(args.lengths, args.recurrent_max, args.repeats, clock)

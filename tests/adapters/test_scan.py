@@ -21,9 +21,13 @@ from adapters.exceptions import (
     AdapterStabilityError,
 )
 from adapters.scan import (
+    _chunked_loop_core,
     _chunked_matmul_core,
+    _doubling_scan,
     _fast_len,
+    _powers_at,
     _run,
+    auto_chunk,
     chunked_scan,
     fft_scan,
     recurrent_scan,
@@ -268,9 +272,59 @@ def test_bad_inputs_raise_typed_errors(fn):
 
 
 def test_bad_chunk():
-    for chunk in (0, -3, 2.5, True):
+    for chunk in (0, -3, 2.5, True, "auto"):
         with pytest.raises(AdapterConfigError, match="chunk"):
             chunked_scan(torch.randn(1, 4, 2), torch.tensor([0.1, 0.2]), chunk=chunk)
+
+
+def test_auto_chunk_splits_evenly():
+    for L in [0, 1, 2, 15, 16, 17, 23, 64, 139, 1000, 1024, 1025, 4096, 16384, 10007]:
+        T = auto_chunk(L)
+        assert 1 <= T <= max(L, 1) and T <= 32
+        nc = -(-L // T)
+        assert nc * T - L < max(nc, 1)  # padding shorter than one step per chunk
+    assert auto_chunk(4096) == 32 and auto_chunk(1024) == 16
+
+
+@pytest.mark.parametrize("L", [17, 23, 139, 1025])
+def test_auto_chunk_is_the_default_and_exact(L):
+    a = poles("complex")
+    u, s0 = inputs("complex", 2, L, 8, a.dtype)
+    s_ref, last_ref = reference(u, a, s0)
+    s, last = chunked_scan(u, a, s0)
+    assert torch.equal(s, chunked_scan(u, a, s0, chunk=auto_chunk(L))[0])
+    assert rel_err(s, s_ref) <= 1e-12 and rel_err(last, last_ref) <= 1e-12
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_powers_at_and_doubling_scan(kind):
+    a = poles(kind)
+    exps = [0, 1, 2, 7, 64, 1000]
+    P = _powers_at(a, exps, a.dtype)
+    for row, e in zip(P, exps, strict=True):
+        want = torch.ones_like(a) if e == 0 else torch.linalg.matrix_power(torch.diag(a), e)
+        want = want.diagonal() if e else want
+        assert float((row - want).abs().max()) <= 1e-13
+    # doubling scan with decay q = a^3 equals the loop, forwards and backwards
+    q = a**3
+    E, _ = inputs(kind, 2, 37, 8, a.dtype)
+    Q = _powers_at(q, [1, 2, 4, 8, 16, 32], a.dtype)
+    assert rel_err(_doubling_scan(E, Q), recurrent_scan(E, q)[0]) <= 1e-13
+    back = recurrent_scan(E.flip(1), q)[0].flip(1)
+    assert rel_err(_doubling_scan(E, Q, reverse=True), back) <= 1e-13
+
+
+@pytest.mark.parametrize("T", [1, 5, 16])
+def test_loop_core_non_contiguous_input_and_reverse(T):
+    a = poles("real")
+    u, s0 = inputs("real", 2, 50, 16, torch.float64)
+    view = u[..., ::2]  # (2, 50, 8), not contiguous
+    fwd = _chunked_loop_core(view, a, s0[:, ::2], T)
+    assert rel_err(fwd, recurrent_scan(view, a, s0[:, ::2])[0]) <= 1e-13
+    rev = _chunked_loop_core(view, a, s0[:, ::2], T, reverse=True)
+    want = recurrent_scan(view.flip(1), a, s0[:, ::2])[0].flip(1)
+    assert rel_err(rev, want) <= 1e-13
+    assert torch.equal(view, u[..., ::2])  # input untouched
 
 
 def test_fast_len():

@@ -69,6 +69,38 @@ def test_forward_matches_reference(mode, scan):
     assert maxabs(state - last_ref) <= 1e-12 * maxabs(last_ref)
 
 
+@pytest.mark.parametrize("n_real", [1, 2])
+def test_mixed_module_one_projection_each_way(n_real, monkeypatch):
+    """All modes share one input and one output matmul (odd and even numbers of real modes)."""
+    rng = np.random.default_rng(n_real)
+    a = np.concatenate([rng.uniform(-0.9, 0.9, n_real), 0.95 * np.exp(1j * rng.uniform(0, 3, 2))])
+    is_c = np.arange(n_real + 2) >= n_real
+    B = (
+        rng.standard_normal((n_real + 2, 12))
+        + 1j * rng.standard_normal((n_real + 2, 12)) * is_c[:, None]
+    )
+    C = rng.standard_normal((12, n_real + 2)) + 1j * rng.standard_normal((12, n_real + 2)) * is_c
+    ssm = DiagonalSSM.from_discrete(a, B, C, dtype=F64)
+    assert (ssm.n_real, ssm.n_complex) == (n_real, 2)
+    u = torch.randn(2, 33, 12, dtype=F64)
+    state0 = ssm.initial_state(2) + torch.randn(2, n_real + 2, dtype=torch.complex128)
+    state0[:, :n_real].imag.zero_()
+    calls = []
+    linear = torch.nn.functional.linear
+    monkeypatch.setattr(
+        torch.nn.functional, "linear", lambda *args: calls.append(1) or linear(*args)
+    )
+    with torch.no_grad():
+        y, state = ssm(u, state0, return_state=True)
+        y_t, s_t = ssm.step(u[:, 0], state0)
+    assert len(calls) == 4  # forward: in + out; step: in + out
+    y_ref, last_ref = reference(ssm, u, state0)
+    assert maxabs(y - y_ref) <= 1e-12 * maxabs(y_ref)
+    assert maxabs(state - last_ref) <= 1e-12 * maxabs(last_ref)
+    assert maxabs(y_t - y[:, 0]) <= 1e-12 * maxabs(y_ref)
+    assert torch.equal(s_t[:, :n_real].imag, torch.zeros(2, n_real, dtype=F64))
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_step_decoding_equals_forward(mode):
     ssm = make(mode)
