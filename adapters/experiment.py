@@ -49,10 +49,14 @@ from .lora import count_hrm_parameters, iso_parameter_lora_rank, make_lora_model
 from .presets import Preset, get_preset
 from .tasks import (
     BIT_IDS,
+    PAD_ID,
     STATE_IDS,
+    TASK_CHARACTERS,
+    UNK_ID,
     VOCAB_SIZE,
     Batch,
     char_corpus,
+    character_table,
     dfa_batches,
     dfa_task,
     lm_batches,
@@ -208,8 +212,7 @@ def _smollm2_token_table() -> torch.Tensor:
     from .tasks import decode
 
     tokenizer = load_smollm2_tokenizer()
-    chars = {0: " ", 1: "?", 2: "|", 3: "=", BIT_IDS[0]: "0", BIT_IDS[1]: "1"}
-    chars.update({sid: chr(ord("A") + j) for j, sid in enumerate(STATE_IDS)})
+    chars = {PAD_ID: " ", UNK_ID: "?", **TASK_CHARACTERS}
     table = torch.empty(VOCAB_SIZE, dtype=torch.long)
     for i in range(VOCAB_SIZE):
         text = chars.get(i) or decode([i])
@@ -222,13 +225,13 @@ def _smollm2_token_table() -> torch.Tensor:
     return table
 
 
-def _load_backbone(preset: Preset, backbone: str, progress: bool):
+def _load_backbone(preset: Preset, backbone: str, progress: bool, encoding: str = "chars"):
     if backbone == "tiny":
         bb = pretrained_backbone(preset.backbone, progress=progress)
         info = {"name": "gpt2-char (pretrained by the project, frozen)",
                 "config": dataclasses.asdict(bb.config), "metrics": bb.metrics,
                 "from_cache": bb.from_cache, "path": str(bb.path)}
-        return bb.model, info, None
+        return bb.model, info, (character_table() if encoding == "chars" else None)
     from .backbone import load_smollm2
 
     start = time.perf_counter()
@@ -270,6 +273,7 @@ def run_experiment(
     tol: float | None = None,
     gramian: str = "data",
     test_seed: int = TEST_SEED,
+    encoding: str = "chars",
 ) -> dict[str, Any]:
     """Run the main job on one task and one seed, write its table and plot, return the results.
 
@@ -304,6 +308,11 @@ def run_experiment(
         (the paper's empirical Gramian) or the exact one of the adapter.
     test_seed : int
         Seed of the fixed, paired test set.
+    encoding : {"chars", "ids"}
+        How task samples reach the tiny backbone: as plain characters
+        (:func:`adapters.tasks.character_table`; the default) or with the reserved task
+        token ids, which its pretraining never teaches to tell apart (kept to reproduce
+        that negative control). SmolLM2 always reads characters.
 
     Returns
     -------
@@ -329,6 +338,8 @@ def run_experiment(
         raise AdapterConfigError(f"`task` must be one of {TASKS}; got {task!r}")
     if backbone not in BACKBONES:
         raise AdapterConfigError(f"`backbone` must be one of {BACKBONES}; got {backbone!r}")
+    if encoding not in ("chars", "ids"):
+        raise AdapterConfigError(f"`encoding` must be 'chars' or 'ids'; got {encoding!r}")
     if gramian not in ("data", "exact"):
         raise AdapterConfigError(f"`gramian` must be 'data' or 'exact'; got {gramian!r}")
     if rel_tol is not None and tol is not None:
@@ -352,7 +363,7 @@ def run_experiment(
     seconds: dict[str, float] = {}
 
     tick = time.perf_counter()
-    base, backbone_info, table = _load_backbone(preset, backbone, progress)
+    base, backbone_info, table = _load_backbone(preset, backbone, progress, encoding)
     seconds["backbone"] = time.perf_counter() - tick
     data = _task_data(task, k=k, length=T, n_test=preset.n_test, test_seed=test_seed)
 
@@ -380,8 +391,10 @@ def run_experiment(
     warmup = max(1, preset.steps // 10)
     for name, model in (("lora", lora), ("hrm", hrm)):
         tick = time.perf_counter()
-        h = train(model, stream(preset.batch_size, seed), steps=preset.steps, lr=preset.lr,
-                  warmup_steps=warmup, seed=seed, progress=progress, desc=f"phase 1 {name}")
+        h = train(model, stream(preset.batch_size, seed), steps=preset.steps,
+                  lr=preset.lr_of[name], warmup_steps=warmup,
+                  min_lr_ratio=preset.min_lr_ratio_of[name],
+                  seed=seed, progress=progress, desc=f"phase 1 {name}")
         histories[name] = _history(h)
         scores[name] = _score(model, scored)
         seconds[name] = time.perf_counter() - tick
@@ -410,7 +423,8 @@ def run_experiment(
     tick = time.perf_counter()
     h = train(reduced, stream(preset.batch_size, seed + _PHASE2_OFFSET),
               steps=preset.phase2_steps, lr=preset.lr,
-              warmup_steps=max(1, preset.phase2_steps // 10), seed=seed,
+              warmup_steps=max(1, preset.phase2_steps // 10),
+              min_lr_ratio=preset.min_lr_ratio, seed=seed,
               progress=progress, desc="phase 2 HRM-BT")
     histories["hrm_bt_phase2"] = _history(h)
     scores["hrm_bt_phase2"] = _score(reduced, scored)
@@ -432,9 +446,11 @@ def run_experiment(
         "state_size": preset.state_size,
         "lora_rank": rank,
         "hrm_params_predicted": count_hrm_parameters(base, config),
+        "encoding": "chars" if backbone != "tiny" else encoding,
         "steps": {"phase1": preset.steps, "phase2": preset.phase2_steps,
                   "batch_size": preset.batch_size},
-        "lr": preset.lr,
+        "lr": preset.lr_of,
+        "min_lr_ratio": preset.min_lr_ratio_of,
         "reduction_rule": {"rel_tol": rel_tol, "tol": tol, "gramian": gramian,
                            "n_calibration": preset.n_calibration if stats is not None else 0},
         "baselines": data.baselines,

@@ -51,8 +51,8 @@ class Preset:
     phase2_steps : int
         Fine-tuning steps of the reduced HRM adapter.
     lr : float
-        Peak learning rate of every adapter run (LoRA, HRM, phase 2), cosine decay,
-        10 % warm-up; one rate for all methods, so none is tuned for its side.
+        Peak learning rate of the HRM runs (phase 1 and phase 2) after a 10 % linear
+        warm-up, and of LoRA unless `lora_lr` is given.
     n_test : int
         Size of the fixed, paired test set (same samples for every method).
     n_calibration : int
@@ -65,6 +65,14 @@ class Preset:
     seed : int
         Training seed (backbone pretraining has its own, in ``backbone``); see
         :attr:`test_seed`.
+    lora_lr : float or None
+        Peak learning rate of the LoRA run; None uses `lr`.
+    min_lr_ratio : float
+        After the warm-up the rate follows a cosine from its peak down to
+        ``min_lr_ratio`` times the peak; ``1.0`` keeps it constant (HRM, and LoRA unless
+        `lora_min_lr_ratio` is given).
+    lora_min_lr_ratio : float or None
+        The same for the LoRA run; None uses `min_lr_ratio`.
     """
 
     name: str
@@ -81,6 +89,9 @@ class Preset:
     state_size: int = 32
     tol: float = 0.01
     seed: int = 0
+    lora_lr: float | None = None
+    min_lr_ratio: float = 0.1
+    lora_min_lr_ratio: float | None = None
 
     def __post_init__(self) -> None:
         if self.task not in ("dfa", "parity"):
@@ -97,6 +108,14 @@ class Preset:
                 f"a {self.task} sample of length={self.length} has {self.sequence_length} "
                 f"tokens, more than the backbone's n_positions={self.backbone.n_positions}"
             )
+        for name in ("lr", "lora_lr"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, float) and 0.0 < value < 1.0):
+                raise AdapterConfigError(f"`{name}` must be a float in (0, 1); got {value!r}")
+        for name in ("min_lr_ratio", "lora_min_lr_ratio"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, float) and 0.0 <= value <= 1.0):
+                raise AdapterConfigError(f"`{name}` must be a float in [0, 1]; got {value!r}")
         if not 0.0 < self.tol < 1.0:
             raise AdapterConfigError(f"`tol` must lie in (0, 1); got {self.tol!r}")
 
@@ -104,6 +123,17 @@ class Preset:
     def n_classes(self) -> int:
         """Number of possible answers: ``k`` for DFA, 2 for parity."""
         return self.k if self.task == "dfa" else 2
+
+    @property
+    def lr_of(self) -> dict[str, float]:
+        """Peak learning rate per method: ``{"hrm": lr, "lora": lora_lr or lr}``."""
+        return {"hrm": self.lr, "lora": self.lr if self.lora_lr is None else self.lora_lr}
+
+    @property
+    def min_lr_ratio_of(self) -> dict[str, float]:
+        """Final-to-peak rate ratio per method (``1.0``: constant after the warm-up)."""
+        lora = self.min_lr_ratio if self.lora_min_lr_ratio is None else self.lora_min_lr_ratio
+        return {"hrm": self.min_lr_ratio, "lora": lora}
 
     @property
     def test_seed(self) -> int:

@@ -23,6 +23,15 @@ A k-state DFA sample therefore uses exactly ``k + 4`` distinct ids (k states, tw
 ``SEP_T``, ``SEP_Q``), the vocabulary of the paper's DFA task, embedded at reserved ids of
 the shared vocabulary; the character ids never occur in task samples.
 
+Character form. :func:`character_table` maps every task token to one printable character
+(:data:`TASK_CHARACTERS`: ``SEP_T`` -> ``|``, ``SEP_Q`` -> ``=``, bits -> ``0``/``1``, states
+-> ``A``, ``B``, ...) and every other id to itself, so a task sample can be fed to a model
+as text, as a real pretrained language model reads such a prompt. The main job does this
+for the project's own backbone too: its pretraining never makes the identity of a state
+token predictable (tables are uniform, answers unsupervised), so the reserved state ids
+keep nearly equal embeddings (cosine similarity 0.93 between ``S0`` and ``S1``), while text
+pretraining gives the characters distinct ones.
+
 Labels follow the Hugging Face causal-LM convention: ``labels`` has the shape of
 ``input_ids``, holds ``-100`` where no loss is taken, and ``labels[:, i]`` is predicted from
 the logits at position ``i - 1`` (the model shifts internally). Task labels are ``-100``
@@ -50,11 +59,13 @@ __all__ = [
     "SEP_T_ID",
     "STATE_IDS",
     "UNK_ID",
+    "TASK_CHARACTERS",
     "VOCAB_SIZE",
     "Baselines",
     "Batch",
     "CharCorpus",
     "char_corpus",
+    "character_table",
     "decode",
     "dfa_batches",
     "dfa_task",
@@ -78,6 +89,10 @@ STATE_IDS = tuple(range(6, 6 + MAX_STATES))
 _NEWLINE_ID = 6 + MAX_STATES
 _ASCII_BASE = _NEWLINE_ID + 1  # id of " " (code point 32)
 VOCAB_SIZE = _ASCII_BASE + (126 - 32 + 1)
+
+# Character form of the task tokens (see ``character_table``).
+TASK_CHARACTERS = {SEP_T_ID: "|", SEP_Q_ID: "=", BIT_IDS[0]: "0", BIT_IDS[1]: "1"}
+TASK_CHARACTERS.update({sid: chr(ord("A") + j) for j, sid in enumerate(STATE_IDS)})
 
 # Typographic characters of the CPython docs folded to ASCII before tokenising.
 _FOLD = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'",
@@ -161,6 +176,33 @@ def encode(text: str) -> torch.Tensor:
     ids[printable] = codes[printable].astype(np.int64) - 32 + _ASCII_BASE
     ids[codes == 10] = _NEWLINE_ID
     return torch.from_numpy(ids)
+
+
+def character_table() -> torch.Tensor:
+    """The id map that writes task samples as plain characters of the shared vocabulary.
+
+    Returns
+    -------
+    table : torch.Tensor, shape (VOCAB_SIZE,), int64
+        ``table[i]`` is the character id of :data:`TASK_CHARACTERS` ``[i]`` for the task
+        tokens (``SEP_T``, ``SEP_Q``, the bits, the states) and ``i`` for every other id.
+        Apply it as ``table[input_ids]`` (and to labels other than ``-100``). It is
+        injective within each task's tokens (a DFA sample's ``k + 4`` ids stay distinct),
+        but not on the whole vocabulary: ``S0`` and the character ``A`` share one id.
+
+    Examples
+    --------
+    >>> from adapters.tasks import character_table, decode, dfa_task
+    >>> sample = dfa_task(1, k=2, length=6, seed=0).input_ids[0]
+    >>> len(sample), len(decode(character_table()[sample]))
+    (13, 13)
+    >>> set(decode(character_table()[sample])) <= set("AB01|=")
+    True
+    """
+    table = torch.arange(VOCAB_SIZE, dtype=torch.int64)
+    for i, char in TASK_CHARACTERS.items():
+        table[i] = _ASCII_BASE + ord(char) - 32
+    return table
 
 
 def decode(ids: torch.Tensor | np.ndarray | list[int]) -> str:

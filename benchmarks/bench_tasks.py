@@ -52,14 +52,17 @@ SEEDS = (0, 1, 2)
 GROUPS = {"dfa2": ("dfa", 2), "dfa4": ("dfa", 4), "parity": ("parity", None)}
 
 # One backbone for the whole grid: context 160 fits the longest sample (DFA k=4, T=128:
-# 2k + T + 3 = 139 tokens). Adapter budget and learning rate as the ``quick`` preset (500
-# phase-1 steps, 200 phase-2 steps, lr 1e-2 for every method), fixed before any grid cell ran;
-# nothing here was chosen by looking at grid results.
+# 2k + T + 3 = 139 tokens). Budget (400 phase-1 steps of batch 16, 100 phase-2 steps) sized
+# so the 33 cells fit about 2.5 CPU-hours; task samples reach the backbone as characters
+# (``adapters.tasks.character_table``). Peak learning rates and schedules per method come
+# from ``select_lr.py`` (validation split of DFA k=2, T=16; results/select_lr.md), run
+# before any grid cell with these settings; nothing here was chosen by looking at grid results.
+ENCODING = "chars"
 GRID_PRESET = Preset(
     name="grid",
     backbone=BackboneConfig(n_layer=4, n_head=4, n_embd=128, n_positions=160, steps=300,
                             batch_size=16, lr=3e-3, warmup_steps=30),
-    task="dfa", k=4, length=64, batch_size=32, steps=500, phase2_steps=200,
+    task="dfa", k=4, length=64, batch_size=16, steps=400, phase2_steps=100,
     lr=1e-2, n_test=1000, n_calibration=256,
 )
 
@@ -77,7 +80,7 @@ BT_TOLERANCE = 0.01  # "HRM-BT within 0.01 of HRM"
 def settings_key(preset: Preset, rel_tol: float, gramian: str) -> str:
     """Hash of everything that defines a cell's computation besides (task, k, T, seed)."""
     payload = {"preset": dataclasses.asdict(preset), "rel_tol": rel_tol, "gramian": gramian,
-               "version": 1}
+               "encoding": ENCODING, "version": 2}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -98,7 +101,7 @@ def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa:
     with tempfile.TemporaryDirectory() as work:
         results = run_experiment(preset, task=task, T=T, k=k or preset.k, seed=seed,
                                  out_dir=work, progress=progress, rel_tol=rel_tol,
-                                 gramian=gramian)
+                                 gramian=gramian, encoding=ENCODING)
     results.pop("files", None)
     for h in results["histories"].values():
         h.pop("losses", None)  # keep the cached cell small: first/last loss only
@@ -108,6 +111,10 @@ def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa:
     tmp.write_text(json.dumps(results, indent=1) + "\n")
     tmp.replace(path)
     return results
+
+
+def _schedule(ratio: float) -> str:
+    return "constant" if ratio == 1.0 else f"cosine to {ratio:g}x"
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -152,8 +159,11 @@ def build_table(root: Path, key: str, preset: Preset, cells: list, seeds, *, com
         f"{preset.backbone.n_positions}) pretrained by the project for {preset.backbone.steps} "
         f"steps on pydoc text + unsupervised task-format sequences; HRM N = {N} beside every "
         f"MLP, LoRA (peft) on the same MLPs' linears at the iso-parameter rank; "
-        f"{preset.steps} phase-1 steps of batch {preset.batch_size} for each (lr "
-        f"{preset.lr:g} for both, cosine, 10 % warm-up); calibration on "
+        f"{preset.steps} phase-1 steps of batch {preset.batch_size} for each (peak lr HRM "
+        f"{preset.lr_of['hrm']:g}, LoRA {preset.lr_of['lora']:g}, chosen on a validation split "
+        f"by `select_lr.py`; 10 % warm-up, then HRM {_schedule(preset.min_lr_ratio_of['hrm'])}, "
+        f"LoRA {_schedule(preset.min_lr_ratio_of['lora'])}); task samples written as "
+        f"characters; calibration on "
         f"{preset.n_calibration} training samples, balanced truncation with the {gramian} "
         f"Gramian and sigma_i/sigma_1 >= {rel_tol:g}; phase 2: {preset.phase2_steps} steps. "
         f"Fixed test set of {preset.n_test} samples per (task, k, T), shared by all methods and "

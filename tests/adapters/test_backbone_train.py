@@ -206,3 +206,11 @@ def test_presets_fit_their_backbone_and_validate():
         get_preset("huge")
     with pytest.raises(AdapterConfigError, match="n_positions"):
         Preset(**{**PRESETS["quick"].__dict__, "length": 500})
+    quick = PRESETS["quick"].__dict__
+    with pytest.raises(AdapterConfigError, match="`lora_lr`.*-0.1"):
+        Preset(**{**quick, "lora_lr": -0.1})
+    with pytest.raises(AdapterConfigError, match="`lora_min_lr_ratio`.*1.5"):
+        Preset(**{**quick, "lora_min_lr_ratio": 1.5})
+    split = Preset(**{**quick, "lr": 0.01, "lora_lr": 0.003, "lora_min_lr_ratio": 1.0})
+    assert split.lr_of == {"hrm": 0.01, "lora": 0.003}
+    assert split.min_lr_ratio_of == {"hrm": quick["min_lr_ratio"], "lora": 1.0}

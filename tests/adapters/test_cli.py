@@ -26,7 +26,7 @@ TINY = Preset(
     backbone=BackboneConfig(n_layer=2, n_head=2, n_embd=32, n_positions=32, steps=30,
                             batch_size=8, warmup_steps=3),
     task="dfa", k=2, length=8, batch_size=16, steps=40, phase2_steps=10,
-    lr=1e-2, n_test=200, n_calibration=32, state_size=8,
+    lr=1e-2, n_test=200, n_calibration=32, state_size=8, lora_lr=3e-3, lora_min_lr_ratio=1.0,
 )
 
 
@@ -82,7 +82,12 @@ def test_cli_reduction_orders_and_bounds(cli_run):
 
 def test_training_lowers_the_loss(cli_run):
     _, _, out = cli_run
-    histories = json.loads((out / "results.json").read_text())["histories"]
+    results = json.loads((out / "results.json").read_text())
+    histories = results["histories"]
+    # each method ran with its own peak rate and schedule, task samples as characters
+    assert results["lr"] == {"hrm": TINY.lr, "lora": TINY.lora_lr}
+    assert results["min_lr_ratio"] == {"hrm": TINY.min_lr_ratio, "lora": 1.0}
+    assert results["encoding"] == "chars"
     for name in ("lora", "hrm"):
         losses = histories[name]["losses"]
         assert len(losses) == TINY.steps
@@ -95,6 +100,14 @@ def test_cli_rejects_a_sequence_longer_than_the_context(tmp_path, cache, monkeyp
     status = main(["--preset", TINY.name, "--T", "64", "--out", str(tmp_path), "--no-progress"])
     assert status == 2
     assert "n_positions=32" in capsys.readouterr().err
+
+
+def test_bad_encoding_is_rejected_before_any_work(tmp_path):
+    from adapters.exceptions import AdapterConfigError
+
+    with pytest.raises(AdapterConfigError, match="`encoding`.*'tokens'"):
+        run_experiment(TINY, encoding="tokens", out_dir=tmp_path, progress=False)
+    assert not any(tmp_path.iterdir())
 
 
 def test_text_task_reports_bits_per_character(tmp_path, cache, monkeypatch):

@@ -15,9 +15,11 @@ from adapters.tasks import (
     SEP_Q_ID,
     SEP_T_ID,
     STATE_IDS,
+    TASK_CHARACTERS,
     UNK_ID,
     VOCAB_SIZE,
     char_corpus,
+    character_table,
     decode,
     dfa_batches,
     dfa_task,
@@ -139,6 +141,34 @@ def test_format_batches_never_supervise_answers():
     assert not supervised[after_query].any()
     assert not supervised[~after_query].logical_not().any()
     assert ids.max() < STATE_IDS[5] and ids.min() >= SEP_T_ID
+
+
+def test_character_form_of_dfa_and_parity_samples():
+    table = character_table()
+    assert table.shape == (VOCAB_SIZE,) and table.dtype == torch.int64
+    task_ids = set(TASK_CHARACTERS)
+    assert task_ids == set(STATE_IDS) | set(BIT_IDS) | {SEP_T_ID, SEP_Q_ID}
+    # every other id maps to itself; every task id to the character it names
+    for i in range(VOCAB_SIZE):
+        expected = encode(TASK_CHARACTERS[i]) if i in task_ids else torch.tensor([i])
+        assert torch.equal(table[i : i + 1], expected), i
+    # injective on the ids of one task (all 16 states, bits, separators)
+    assert len({int(table[i]) for i in task_ids}) == len(task_ids)
+    k, length = 3, 12
+    batch = dfa_task(20, k=k, length=length, seed=5)
+    for row, answer in zip(batch.input_ids.tolist(), batch.labels[:, -1].tolist()):
+        text = decode(table[torch.tensor(row)])
+        states = "ABC"
+        # the same sample written by hand: table letters | bits = answer letter
+        table_part = "".join(states[t - STATE_IDS[0]] for t in row[: 2 * k])
+        bits = "".join(str(t - BIT_IDS[0]) for t in row[2 * k + 1 : 2 * k + 1 + length])
+        assert text == f"{table_part}|{bits}={states[answer - STATE_IDS[0]]}"
+        assert _run_dfa_by_hand(row, k, length) == answer - STATE_IDS[0]
+    parity = parity_task(5, length=7, seed=1)
+    for row in parity.input_ids.tolist():
+        text = decode(table[torch.tensor(row)])
+        assert set(text) <= set("01=") and text[7] == "="
+        assert int(text[-1]) == text[:7].count("1") % 2
 
 
 def test_encode_decode_round_trip_and_vocabulary():
