@@ -64,6 +64,7 @@ GRID_PRESET = Preset(
                             batch_size=16, lr=3e-3, warmup_steps=30),
     task="dfa", k=4, length=64, batch_size=16, steps=400, phase2_steps=100,
     lr=1e-2, n_test=1000, n_calibration=256,
+    lora_lr=3e-3, min_lr_ratio=0.1, lora_min_lr_ratio=1.0,
 )
 
 # Published numbers (paper README, DFA k=4, one seed, all weights trained from scratch).
