@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backbone", default="tiny", choices=BACKBONES,
                         help="frozen backbone: the project's pretrained character GPT-2 "
                              "(default) or SmolLM2-135M (slow on CPU)")
+    parser.add_argument("--encoding", default="chars", choices=["chars", "ids"],
+                        help="how task samples reach the tiny backbone: as characters "
+                             "(default) or with the reserved task ids its pretraining never "
+                             "tells apart (a negative control)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (default 1: the models are small, and "
                              "more threads on a busy machine can be many times slower)")
@@ -104,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         results = run_experiment(
             preset, task=task, T=length, k=args.k, seed=seed, out_dir=out,
             progress=progress, backbone=args.backbone, rel_tol=args.rel_tol, tol=args.tol,
-            gramian=args.gramian,
+            gramian=args.gramian, encoding=args.encoding,
         )
     except AdapterConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

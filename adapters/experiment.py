@@ -58,6 +58,7 @@ from .tasks import (
     char_corpus,
     character_table,
     dfa_batches,
+    dfa_last_symbol_accuracy,
     dfa_task,
     lm_batches,
     lm_eval_batches,
@@ -102,7 +103,9 @@ class TaskData:
     candidates : tuple of int or None
         Token ids the answer is chosen from (accuracy tasks).
     baselines : dict
-        ``chance`` and ``majority`` accuracy, or ``uniform`` and ``unigram`` bits per character.
+        ``chance`` and ``majority`` accuracy (DFA also ``last_symbol``, the memoryless
+        rule of :func:`adapters.tasks.dfa_last_symbol_accuracy`), or ``uniform`` and
+        ``unigram`` bits per character.
     description : str
         One line for the table's title.
     """
@@ -137,7 +140,8 @@ def _task_data(task: str, *, k: int, length: int, n_test: int, test_seed: int) -
             task, k, length, "accuracy",
             lambda b, s: dfa_batches(b, k=k, length=length, seed=s),
             _split(test, _EVAL_BATCH), tuple(STATE_IDS[:k]),
-            {"chance": base.chance, "majority": base.majority},
+            {"chance": base.chance, "majority": base.majority,
+             "last_symbol": dfa_last_symbol_accuracy(test, k)},
             f"in-context DFA execution, k = {k} states, T = {length} input bits",
         )
     if task == "parity":
@@ -509,7 +513,12 @@ def format_results(results: dict[str, Any]) -> str:
         "",
         f"Preset `{r['preset']}`, seed {r['seed']}, backbone {r['backbone']['name']}; "
         f"{steps['phase1']} phase-1 steps (batch {steps['batch_size']}), "
-        f"{steps['phase2']} phase-2 steps; fixed test set of {r['n_test']} "
+        f"{steps['phase2']} phase-2 steps; peak learning rate "
+        + ", ".join(f"{m.upper() if m == 'hrm' else 'LoRA'} {lr:g} "
+                    f"({'constant' if r['min_lr_ratio'][m] == 1.0 else 'cosine'})"
+                    for m, lr in r["lr"].items())
+        + f"; task samples as {'characters' if r['encoding'] == 'chars' else 'task ids'}"
+        f"; fixed test set of {r['n_test']} "
         f"{'samples' if metric == 'accuracy' else 'windows'} (seed {r['test_seed']}).",
         "",
         f"| method | trainable params | state order per layer | {name} |",
@@ -517,6 +526,7 @@ def format_results(results: dict[str, Any]) -> str:
     ]
     for key, value in r["baselines"].items():
         label = {"chance": "chance", "majority": "majority class",
+                 "last_symbol": "last-bit rule (table + last bit, no memory)",
                  "uniform": "uniform over used characters",
                  "unigram": "unigram (train frequencies)"}[key]
         lines.append(f"| {label} | 0 | - | {_fmt(value, metric)} |")

@@ -68,6 +68,7 @@ __all__ = [
     "character_table",
     "decode",
     "dfa_batches",
+    "dfa_last_symbol_accuracy",
     "dfa_task",
     "encode",
     "format_batches",
@@ -502,6 +503,57 @@ def task_baselines(batch: Batch, n_classes: int) -> Baselines:
         majority_label=int(values[best]),
         n_answers=int(answers.numel()),
     )
+
+
+def dfa_last_symbol_accuracy(batch: Batch, k: int) -> float:
+    """Accuracy of a memoryless reading of DFA prompts: the table and the last bit only.
+
+    The rule predicts the state that most states move to on the last input bit,
+    ``argmax_j #{q : delta(q, x_T) = j}`` (ties go to the set's majority answer when it is
+    among them, else to the smallest state). It needs no state carried across the ``T``
+    bits, only a table lookup at the query, so an adapter at or below this rate has not
+    shown that it tracks the automaton; for ``k = 2`` it is right whenever both states move
+    to the same place on the last bit (half of all tables).
+
+    Parameters
+    ----------
+    batch : Batch
+        DFA samples in the layout of :func:`dfa_task` (task ids, not the character form).
+    k : int
+        Number of states of the samples.
+
+    Returns
+    -------
+    accuracy : float
+
+    Examples
+    --------
+    >>> from adapters.tasks import dfa_last_symbol_accuracy, dfa_task
+    >>> test = dfa_task(1000, k=2, length=16, seed=10_000)
+    >>> round(dfa_last_symbol_accuracy(test, k=2), 3)
+    0.815
+    """
+    k = _check_positive("k", k, 2)
+    ids = batch.input_ids
+    n, width = ids.shape
+    length = width - 2 * k - 3
+    if length < 1 or bool((ids[:, 2 * k] != SEP_T_ID).any()) or bool(
+        (ids[:, -2] != SEP_Q_ID).any()
+    ):
+        raise AdapterConfigError(
+            f"`batch` is not a DFA set with k={k}: expected SEP_T at position {2 * k} and "
+            f"SEP_Q at position {width - 2} of rows of length {width}"
+        )
+    table = (ids[:, : 2 * k] - STATE_IDS[0]).reshape(n, k, 2)  # (n, k, 2)
+    last = ids[:, -3] - BIT_IDS[0]  # (n,)
+    answers = ids[:, -1] - STATE_IDS[0]  # (n,)
+    targets = table[torch.arange(n), :, last]  # (n, k): delta(q, x_T) for every q
+    counts = torch.nn.functional.one_hot(targets, k).sum(dim=1)  # (n, k)
+    majority = int(torch.bincount(answers, minlength=k).argmax())
+    tied = counts == counts.max(dim=1, keepdim=True).values  # (n, k)
+    pred = torch.where(tied[:, majority], torch.full_like(answers, majority),
+                       tied.to(torch.int64).argmax(dim=1))
+    return float((pred == answers).double().mean())
 
 
 # --------------------------------------------------------------------------- text

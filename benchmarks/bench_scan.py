@@ -10,7 +10,8 @@ Times forward and forward+backward of, on an input (B, L, H) = (4, L, 768) that 
 - a frozen GPT-2-sized MLP (768 -> 3072 -> 768), the block the adapter sits beside.
 
 Times are the minimum over repeats after a warm-up (the scans alone, a few ms each, over at
-least 10 repeats; the step-by-step loop once), all measured in ONE run with the BLAS and
+least 10 repeats; the step-by-step loop over at least 3, so that no side of a ratio is a single
+noisy sample), all measured in ONE run with the BLAS and
 torch thread counts printed; ratios are to the peft LoRA layer and to the LoRA branch. Peak
 memory is the largest net allocation during one forward+backward (torch profiler,
 ``profile_memory=True``), excluding the input and the weights. The loop is measured up to
@@ -39,6 +40,8 @@ from adapters.scan import chunked_scan, fft_scan, recurrent_scan
 H, N, BATCH = 768, 32, 4
 SCAN_REPEATS = 10
 """Least number of timed repeats of the parallel scans alone (milliseconds each)."""
+LOOP_REPEATS = 3
+"""Least number of timed repeats of the step-by-step loop (a few hundred ms each)."""
 
 
 class _Proj(nn.Module):
@@ -119,7 +122,7 @@ def scan_only(lengths, recurrent_max, repeats, clock):
                 f0, b0, _ = rows[(L0, name)]
                 rows[(L, name)] = (f0 * L / L0, b0 * L / L0, True)
             else:
-                reps = 1 if name == "recurrent" else max(repeats, SCAN_REPEATS)
+                reps = max(repeats, LOOP_REPEATS if name == "recurrent" else SCAN_REPEATS)
                 rows[(L, name)] = (*time_one(fn, u, g, reps, clock), False)
     return rows
 
@@ -203,7 +206,7 @@ def main(argv=None):
                     f0, b0, _, _ = results[L0][name]
                     row[name] = (f0 * L / L0, b0 * L / L0, None, True)
                     continue
-                reps = 1 if name == "SSM recurrent" else args.repeats
+                reps = max(args.repeats, LOOP_REPEATS) if name == "SSM recurrent" else args.repeats
                 fwd, fb = time_one(fn, x, g, reps, clock)
                 mem = None if args.no_memory else peak_memory(fn, x, g)
                 row[name] = (fwd, fb, mem, False)
@@ -219,7 +222,8 @@ def main(argv=None):
 
         print(
             f"\n# scans alone, (B, L, N) = ({BATCH}, L, {N}): fwd+bwd ms "
-            f"(parallel scans: min of {max(args.repeats, SCAN_REPEATS)} repeats; loop: 1 run)\n"
+            f"(parallel scans: min of {max(args.repeats, SCAN_REPEATS)} repeats; loop: min of "
+            f"{max(args.repeats, LOOP_REPEATS)})\n"
         )
         print("| L | fft | chunked | recurrent | loop / fastest |")
         print("|---:|---:|---:|---:|---:|")

@@ -22,7 +22,18 @@ import copy
 import torch
 
 from adapters.backbone import BackboneConfig, build_backbone, pretrained_backbone
-from adapters.tasks import STATE_IDS, dfa_batches, dfa_task, task_baselines
+from adapters.tasks import STATE_IDS, Batch, character_table, dfa_batches, dfa_task, task_baselines
+
+CHARS = character_table()  # task tokens written as characters: states A, B, ..., bits 0/1, | =
+
+
+def as_text(batches):
+    """Task batches as plain characters, the form a pretrained language model reads."""
+    for batch in batches:
+        labels = batch.labels.clone()
+        labels[labels >= 0] = CHARS[labels[labels >= 0]]
+        yield Batch(CHARS[batch.input_ids], labels)
+
 
 torch.manual_seed(0)
 if FULL:
@@ -31,7 +42,8 @@ if FULL:
 else:
     base = build_backbone(BackboneConfig(n_layer=2, n_head=4, n_embd=64, n_positions=64))
     K, LENGTH, STEPS, BATCH, N_TEST, LR = 4, 16, 40, 8, 128, 1e-2
-test = dfa_task(N_TEST, k=K, length=LENGTH, seed=1)  # fixed test set, its own random stream
+test = next(as_text([dfa_task(N_TEST, k=K, length=LENGTH, seed=1)]))  # fixed test set
+ANSWERS = CHARS[list(STATE_IDS[:K])].tolist()  # the K possible answers, as character ids
 baselines = task_baselines(test, n_classes=K)
 print(f"chance {baselines.chance:.3f}, majority {baselines.majority:.3f}")
 # [/setup]
@@ -62,10 +74,10 @@ from adapters.train import evaluate_accuracy, train
 
 results = {}
 for name, model in (("HRM", hrm_model), ("LoRA", lora_model)):
-    history = train(model, dfa_batches(BATCH, k=K, length=LENGTH, seed=0), steps=STEPS,
+    history = train(model, as_text(dfa_batches(BATCH, k=K, length=LENGTH, seed=0)), steps=STEPS,
                     lr=LR, warmup_steps=STEPS // 10, progress=FULL, desc=name)
     model.eval()
-    accuracy = evaluate_accuracy(model, [test], candidates=STATE_IDS[:K])
+    accuracy = evaluate_accuracy(model, [test], candidates=ANSWERS)
     results[name] = (history, accuracy)
     print(f"{name}: final loss {history.losses[-1]:.3f}, test accuracy {accuracy:.3f}, "
           f"{history.seconds:.1f} s")
@@ -74,15 +86,16 @@ for name, model in (("HRM", hrm_model), ("LoRA", lora_model)):
 # [reduce]
 from adapters import calibrate, reduce
 
-stats = calibrate(hrm_model, dfa_batches(BATCH, k=K, length=LENGTH, seed=3),
+stats = calibrate(hrm_model, as_text(dfa_batches(BATCH, k=K, length=LENGTH, seed=3)),
                   max_batches=8 if FULL else 4, progress=False)
 report = reduce(hrm_model, rel_tol=0.01, gramian="data", stats=stats)  # in place
 hrm_model.eval()
-zero_shot = evaluate_accuracy(hrm_model, [test], candidates=STATE_IDS[:K])
-phase2 = train(hrm_model, dfa_batches(BATCH, k=K, length=LENGTH, seed=4), steps=STEPS // 3,
+zero_shot = evaluate_accuracy(hrm_model, [test], candidates=ANSWERS)
+phase2 = train(hrm_model, as_text(dfa_batches(BATCH, k=K, length=LENGTH, seed=4)),
+               steps=STEPS // 3,
                lr=LR / 3, progress=FULL, desc="HRM-BT")
 hrm_model.eval()
-results["HRM-BT"] = (phase2, evaluate_accuracy(hrm_model, [test], candidates=STATE_IDS[:K]))
+results["HRM-BT"] = (phase2, evaluate_accuracy(hrm_model, [test], candidates=ANSWERS))
 bt_params = report.params_after
 print(report.to_markdown())
 print(f"HRM-BT: {hrm_params} -> {bt_params} parameters; accuracy {zero_shot:.3f} right after "

@@ -22,6 +22,7 @@ from adapters.tasks import (
     character_table,
     decode,
     dfa_batches,
+    dfa_last_symbol_accuracy,
     dfa_task,
     encode,
     format_batches,
@@ -156,7 +157,7 @@ def test_character_form_of_dfa_and_parity_samples():
     assert len({int(table[i]) for i in task_ids}) == len(task_ids)
     k, length = 3, 12
     batch = dfa_task(20, k=k, length=length, seed=5)
-    for row, answer in zip(batch.input_ids.tolist(), batch.labels[:, -1].tolist()):
+    for row, answer in zip(batch.input_ids.tolist(), batch.labels[:, -1].tolist(), strict=True):
         text = decode(table[torch.tensor(row)])
         states = "ABC"
         # the same sample written by hand: table letters | bits = answer letter
@@ -169,6 +170,24 @@ def test_character_form_of_dfa_and_parity_samples():
         text = decode(table[torch.tensor(row)])
         assert set(text) <= set("01=") and text[7] == "="
         assert int(text[-1]) == text[:7].count("1") % 2
+
+
+@pytest.mark.parametrize(("k", "length"), [(2, 1), (2, 16), (3, 9), (5, 30)])
+def test_last_symbol_rule_matches_brute_force(k, length):
+    test = dfa_task(400, k=k, length=length, seed=3)
+    answers = [row[-1] - STATE_IDS[0] for row in test.input_ids.tolist()]
+    majority = max(range(k), key=lambda j: (answers.count(j), -j))
+    correct = 0
+    for row, answer in zip(test.input_ids.tolist(), answers, strict=True):
+        table = [t - STATE_IDS[0] for t in row[: 2 * k]]
+        last = row[2 * k + length] - BIT_IDS[0]
+        votes = [sum(table[2 * q + last] == j for q in range(k)) for j in range(k)]
+        best = [j for j in range(k) if votes[j] == max(votes)]
+        guess = majority if majority in best else best[0]
+        correct += guess == answer
+    assert dfa_last_symbol_accuracy(test, k) == pytest.approx(correct / len(answers), abs=0)
+    with pytest.raises(AdapterConfigError, match="not a DFA set with k=3"):
+        dfa_last_symbol_accuracy(dfa_task(4, k=2, length=5, seed=0), 3)
 
 
 def test_encode_decode_round_trip_and_vocabulary():
