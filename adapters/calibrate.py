@@ -644,8 +644,9 @@ def _accepts(model: nn.Module, name: str) -> bool:
 
 def _prepare_call(model, base, batch, device):
     """``(args, kwargs, mask)`` for one batch; mask (B, L_total) bool or None."""
+    no_cache = {"use_cache": False} if _accepts(base, "use_cache") else {}
     if isinstance(batch, torch.Tensor):
-        return (batch.to(device),), {}, None
+        return (batch.to(device),), dict(no_cache), None
     if isinstance(batch, Mapping):
         kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
                   for k, v in batch.items() if k != "labels"}
@@ -655,7 +656,7 @@ def _prepare_call(model, base, batch, device):
         return (), kwargs, mask
     if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
         mask = getattr(batch, "attention_mask", None)
-        kwargs = {}
+        kwargs = dict(no_cache)  # no KV cache: one parallel scan per adapter
         if mask is not None:
             kwargs["attention_mask"] = mask.to(device)
         return (batch[0].to(device),), kwargs, kwargs.get("attention_mask")

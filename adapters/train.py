@@ -10,6 +10,7 @@ The loss is plain cross-entropy (no label smoothing), so bits per character are 
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -47,8 +48,17 @@ class TrainHistory:
     seconds: float
 
 
+def _takes_use_cache(model: nn.Module) -> bool:
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "use_cache" or p.kind is p.VAR_KEYWORD for p in params)
+
+
 def _logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    out = model(input_ids)
+    # whole sequences, no KV cache: one parallel scan per adapter, no decode bookkeeping
+    out = model(input_ids, use_cache=False) if _takes_use_cache(model) else model(input_ids)
     logits = getattr(out, "logits", out)
     if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
         raise AdapterShapeError(

@@ -130,6 +130,25 @@ def test_batch_types_and_max_batches(base):
             .state_covariance()
 
 
+def test_sequences_longer_than_the_decode_history_in_every_batch_form(base):
+    # An HF model in eval mode builds a KV cache unless told not to; sequences longer than the
+    # decode history (64 tokens) then reach the adapters in two pieces with a carried state.
+    # calibrate must ask for no cache whatever the batch form: one stream per sequence.
+    from adapters.generation import HISTORY_MAX_LEN
+
+    model = _adapted(base, "real")
+    length = HISTORY_MAX_LEN + 36
+    ids = torch.randint(0, VOCAB, (2, length), generator=torch.Generator().manual_seed(8))
+    ref = _streams(model, [{"input_ids": ids}])
+    for batch in (ids, Batch(ids, ids), (ids,), {"input_ids": ids}):
+        stats = calibrate(model, [batch], gramian="both", progress=False)
+        for name, got in stats.layers.items():
+            assert got.count == 2 * length
+            u = ref[name][0].reshape(-1, H).numpy()  # (B L, H) adapter inputs
+            assert np.allclose(got.input_covariance(), u.T @ u / u.shape[0], rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_model_state_restored(base):
     model = _adapted(base, "real").train()
     hooks = [len(w.adapter._forward_pre_hooks) for w in find_adapters(model).values()]
