@@ -189,7 +189,8 @@ def main(argv=None):
         print(f"# params: DiagonalSSM {ssm_params} (+1 gate) vs LoRA r={r}: {lora_params}")
         kind = "wall clock" if args.wall else "process CPU time (robust to other load)"
         print(
-            f"# times: {kind}, min of {args.repeats} after a warm-up; "
+            f"# times: {kind}, min of {args.repeats} after a warm-up (the loop: min of "
+            f"{max(args.repeats, LOOP_REPEATS)}); "
             "'~' = extrapolated linearly in L\n"
         )
         print("| L | method | fwd ms | fwd+bwd ms | / LoRA layer | / LoRA branch | peak MiB |")

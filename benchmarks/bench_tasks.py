@@ -303,6 +303,25 @@ def _claims(summary: dict, cells: list, N: int) -> list[str]:  # noqa: N803
                    f"(largest {worst:.4f}), mean order {mean_order:.1f} of {N}: "
                    f"**{bt_verdict}**"
                    + ("." if T == longest else f" here; NOT CHECKED at T = {longest}."))
+    out += ["", "Per length (every T run; 'learned' = an adapter above the majority class by "
+            "more than 0.005):", ""]
+    for (task, k, T), (get, orders, _diff, bt, majority, _) in summary.items():
+        m_h, s_h = _mean_std(get["hrm"])
+        m_l, s_l = _mean_std(get["lora"])
+        spread = max(s_h, s_l)
+        learned = max(m_h, m_l) > majority + 0.005
+        label = f"DFA k={k}" if task == "dfa" else "parity"
+        verdict = ("HRM above LoRA by more than the spread" if m_h - m_l > spread else
+                   "LoRA above HRM by more than the spread" if m_l - m_h > spread else
+                   "within the spread")
+        m_bt = statistics.fmean(bt)
+        out.append(f"- {label}, T = {T}: " + (
+            f"HRM {m_h:.3f} vs LoRA {m_l:.3f}, margin {m_h - m_l:+.3f} vs spread {spread:.3f}: "
+            f"{verdict}; HRM-BT zero-shot - HRM {m_bt:+.4f} at mean order "
+            f"{statistics.fmean(orders):.1f} of {N} ("
+            + ("within 0.01" if abs(m_bt) <= BT_TOLERANCE else "NOT within 0.01") + ")"
+            if learned else "nothing learned (every method at the majority class)") + ".")
+    out.append("")
     out.append("- Caution: where LoRA, HRM and the majority baseline coincide, neither adapter "
                "learned the task in this budget, and 'HRM-BT within 0.01 of HRM' is then "
                "trivially true; read the claims together with the backbone and majority "
@@ -345,6 +364,10 @@ def main(argv=None) -> int:
     # The table always covers the whole grid and all three seeds (missing cells listed).
     command = "python benchmarks/bench_tasks.py " + " ".join(shlex.quote(a) for a in
                                                              (argv or sys.argv[1:]))
+    if args.table_only:
+        command = (f"OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py` (cells; resumable, "
+                   f"disjoint `--only`/`--T` subsets may run in parallel processes); table: "
+                   f"`{command.strip()}")
 
     def write_table() -> None:
         table = build_table(root, key, preset, list(GRID), SEEDS, command=command.strip(),
