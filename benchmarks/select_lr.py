@@ -149,7 +149,10 @@ def main(argv=None) -> int:
         "",
         f"Selection cell: {args.task}"
         + (f" k={args.k}" if args.task == "dfa" else "")
-        + f", T={args.T}; {args.steps} steps of batch {args.batch_size} (the grid's budget); "
+        + f", T={args.T}; {args.steps} steps of batch {args.batch_size}"
+        + (" (the grid's budget)" if (args.steps, args.batch_size)
+           == (GRID_PRESET.steps, GRID_PRESET.batch_size) else " (NOT the grid's budget)")
+        + "; "
         f"task encoding `{args.encoding}`; validation set of {args.n_val} samples, seed "
         f"{args.val_seed} (the grid's test sets use seed {GRID_PRESET.test_seed}); training seed "
         f"{args.seed}; majority class {baselines['majority']:.3f}, chance "
