@@ -9,14 +9,13 @@ import os
 
 import pytest
 
-try:  # deterministic property tests in the default run; HYPOTHESIS_PROFILE=explore to search
+if importlib.util.find_spec("hypothesis") is not None:  # a test extra
+    # deterministic property tests in the default run; HYPOTHESIS_PROFILE=explore to search
     from hypothesis import settings as _hsettings
 
     _hsettings.register_profile("default", derandomize=True, database=None)
     _hsettings.register_profile("explore", derandomize=False)
     _hsettings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
-except ImportError:  # hypothesis is a test extra
-    pass
 
 
 def pytest_addoption(parser):

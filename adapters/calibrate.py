@@ -228,12 +228,7 @@ class LayerStats:
         lti.EmptyDataError
             No token was counted.
         """
-        if self.state is None:
-            raise AdapterConfigError(
-                f"layer {self.name!r} was calibrated with gramian={self.gramian!r}: no state "
-                "covariance; calibrate with gramian='data' or 'both'"
-            )
-        return np.real(self.state.finalize())
+        return self._finalized("state", "data")
 
     def input_covariance(self) -> np.ndarray:
         r"""Stream second moment :math:`W = E[u u^T]`, shape (H, H).
@@ -245,12 +240,17 @@ class LayerStats:
         lti.EmptyDataError
             No token was counted.
         """
-        if self.inputs is None:
+        return self._finalized("inputs", "input")
+
+    def _finalized(self, which: str, gramian: str) -> np.ndarray:
+        acc = getattr(self, which)
+        if acc is None:
+            kind = "state" if which == "state" else "input"
             raise AdapterConfigError(
-                f"layer {self.name!r} was calibrated with gramian={self.gramian!r}: no input "
-                "covariance; calibrate with gramian='input' or 'both'"
+                f"layer {self.name!r} was calibrated with gramian={self.gramian!r}: no {kind} "
+                f"covariance; calibrate with gramian='{gramian}' or 'both'"
             )
-        return np.real(self.inputs.finalize())
+        return np.real(acc.finalize())
 
     def meta(self) -> dict:
         """JSON-able description (everything but the moments)."""

@@ -42,7 +42,7 @@ from adapters.exceptions import (
     AdapterShapeError,
     AdapterStabilityError,
 )
-from adapters.scan import _chunked_core, _fft_core, _run
+from adapters.scan import _autocast_on, _chunked_core, _fft_core, _run
 
 __all__ = ["DiagonalSSM", "HRMAdapter"]
 
@@ -649,7 +649,7 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(u, 3)
         s_r0, s_c0 = self._split_state(state, u.shape[0])
-        autocast = _autocast_enabled(u.device.type)
+        autocast = _autocast_on(u.device.type)
         x = u if autocast else u.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections()
         core = self._core()
@@ -686,7 +686,7 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(x_t, 2)
         s_r0, s_c0 = self._split_state(state, x_t.shape[0])
-        autocast = _autocast_enabled(x_t.device.type)
+        autocast = _autocast_on(x_t.device.type)
         x = x_t if autocast else x_t.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections()
         v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, n_*)
@@ -699,15 +699,6 @@ class DiagonalSSM(nn.Module):
         if not autocast:
             y = y.to(x_t.dtype)
         return y, self._join_state(s_r, s_c)
-
-
-def _autocast_enabled(device_type):
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4: no device argument
-        if device_type == "cpu":
-            return torch.is_autocast_cpu_enabled()
-        return torch.is_autocast_enabled()
 
 
 def _complex_of(dtype):

@@ -10,6 +10,7 @@ The loss is plain cross-entropy (no label smoothing), so bits per character are 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import time
@@ -48,9 +49,11 @@ class TrainHistory:
     seconds: float
 
 
-def _takes_use_cache(model: nn.Module) -> bool:
+@functools.lru_cache(maxsize=64)
+def _takes_use_cache(model_type: type) -> bool:
+    """Whether ``model_type.forward`` accepts ``use_cache`` (by name or ``**kwargs``)."""
     try:
-        params = inspect.signature(model.forward).parameters.values()
+        params = inspect.signature(model_type.forward).parameters.values()
     except (TypeError, ValueError):
         return False
     return any(p.name == "use_cache" or p.kind is p.VAR_KEYWORD for p in params)
@@ -58,7 +61,10 @@ def _takes_use_cache(model: nn.Module) -> bool:
 
 def _logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     # whole sequences, no KV cache: one parallel scan per adapter, no decode bookkeeping
-    out = model(input_ids, use_cache=False) if _takes_use_cache(model) else model(input_ids)
+    if _takes_use_cache(type(model)):
+        out = model(input_ids, use_cache=False)
+    else:
+        out = model(input_ids)
     logits = getattr(out, "logits", out)
     if not isinstance(logits, torch.Tensor) or logits.ndim != 3:
         raise AdapterShapeError(

