@@ -2,8 +2,9 @@
 
 :class:`HRMConfig` says where the adapters go (``target_modules``, ``layers_to_skip``), which
 stream drives them (``reads``) and how each diagonal SSM is built (``d_state``, ``mode``,
-``dt_min``, ``dt_max``, ``scan``, ``init``, ``gate_init``). It is the file
-``adapter_config.json`` written by :func:`adapters.save_adapter`.
+``dt_min``, ``dt_max``, ``scan``, ``init``, ``gate_init``). It is the ``"config"`` record of
+the checkpoints written by :func:`adapters.save_adapter` (``hrm_adapter.safetensors`` and its
+copy ``hrm_config.json``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ __all__ = ["HRMConfig", "ADAPTER_TYPE", "FORMAT_VERSION"]
 
 #: Identifies an HRM adapter config in JSON (the ``adapter_type`` key).
 ADAPTER_TYPE = "HRM"
-#: Version of the on-disk format (config JSON + safetensors layout).
-FORMAT_VERSION = 1
+#: Version of the on-disk format (2: our own file names, config in the safetensors header,
+#: base-model fingerprint; 1: PEFT's file names, still read).
+FORMAT_VERSION = 2
 
 _MODES = ("real", "complex")
 _SCANS = ("auto", "fft", "chunked")

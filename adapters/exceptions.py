@@ -14,6 +14,7 @@ __all__ = [
     "AdapterConfigError",
     "TargetModulesNotFoundError",
     "CheckpointError",
+    "BaseModelMismatchError",
 ]
 
 
@@ -43,3 +44,7 @@ class TargetModulesNotFoundError(AdapterError, ValueError):
 
 class CheckpointError(AdapterError, ValueError):
     """An adapter checkpoint is missing, tampered with, or does not match the model."""
+
+
+class BaseModelMismatchError(CheckpointError):
+    """An adapter checkpoint was saved on another base model (type, width or depth differ)."""

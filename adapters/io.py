@@ -1,10 +1,34 @@
-"""Adapter-only checkpoints: ``adapter_config.json`` + ``adapter_model.safetensors``.
+"""Adapter-only checkpoints: ``hrm_adapter.safetensors`` (+ its readable copy ``hrm_config.json``).
 
 Only the adapters' tensors are written (keys ``"<module name>.<adapter tensor>"``, e.g.
-``"model.layers.0.mlp.ssm.B"``), through safetensors: loading never unpickles. The JSON holds
-the :class:`~adapters.HRMConfig`, the per-layer structure (width, real/complex mode counts:
-reduced adapters differ per layer), every tensor's shape and dtype, and the SHA-256 of the
-weights file, so a tampered or mismatched checkpoint raises :class:`CheckpointError`.
+``"model.layers.0.mlp.ssm.B"``), through safetensors: loading never unpickles. The checkpoint
+is **one file**: the safetensors header's metadata holds, under ``"hrm_checkpoint"``, the
+:class:`~adapters.HRMConfig`, the base model's fingerprint (``model_type``, class,
+``name_or_path`` when known, width, layer count, adapted module names), the per-layer
+structure (width, real/complex mode counts: reduced adapters differ per layer), every tensor's
+shape and dtype, and the SHA-256 of the tensor data. ``hrm_config.json`` is the same record as
+plain JSON for people and hub tools; the loader trusts the header (which cannot disagree with
+the weights) and warns when the copy does not match it.
+
+File names. The names are our own (format version 2): a folder with PEFT's
+``adapter_config.json`` / ``adapter_model.safetensors`` would be taken for a PEFT adapter by
+``peft.PeftModel.from_pretrained`` and by hub tools, which then fail deep inside with a bare
+``KeyError``. On our folder, ``PeftModel.from_pretrained`` now stops at once with PEFT's own
+``ValueError: Can't find 'adapter_config.json' at '<folder>'``. Folders written by the old
+format (version 1, PEFT's names) are still read, with a ``FutureWarning`` (no fingerprint is
+recorded there, so the base model cannot be checked); :func:`save_adapter` converts them.
+
+Crash safety. The weights file is written to a temporary file in the same folder, fsync'ed and
+renamed over ``hrm_adapter.safetensors`` (:mod:`adapters._atomic`), then the JSON copy the same
+way. A process killed at any moment therefore leaves the previous checkpoint or the new one,
+never a truncated or mixed one: there is no moment at which the weights and the config they
+belong to are in different files, and no moment at which the folder is moved away (other files
+in it, e.g. a Trainer's optimizer state, are never touched).
+
+Base model check. :func:`load_adapter` compares the recorded fingerprint with the model's and
+raises :class:`~adapters.exceptions.BaseModelMismatchError` naming every difference (a Llama
+adapter does not load into a Qwen2 model of the same sizes); ``allow_base_mismatch=True``
+loads it anyway, with a warning, when the shapes fit.
 
 :class:`AdapterTrainerMixin` makes HF ``Trainer`` checkpoints adapter-only.
 """
@@ -14,29 +38,43 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from adapters.config import FORMAT_VERSION, HRMConfig
-from adapters.exceptions import AdapterConfigError, AdapterError, CheckpointError
+from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
+from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
+from adapters.exceptions import (
+    AdapterConfigError,
+    AdapterError,
+    BaseModelMismatchError,
+    CheckpointError,
+)
 from adapters.inject import find_adapters, get_adapter_config, inject, remove
 
 __all__ = [
     "CONFIG_NAME",
     "WEIGHTS_NAME",
+    "LEGACY_CONFIG_NAME",
+    "LEGACY_WEIGHTS_NAME",
     "save_adapter",
     "load_adapter",
     "adapter_state_dict",
+    "base_fingerprint",
     "AdapterTrainerMixin",
 ]
 
-CONFIG_NAME = "adapter_config.json"
-WEIGHTS_NAME = "adapter_model.safetensors"
-_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-           "bfloat16": torch.bfloat16}
+CONFIG_NAME = "hrm_config.json"
+WEIGHTS_NAME = "hrm_adapter.safetensors"
+#: File names of format version 1 (PEFT's names), still read by :func:`load_adapter`.
+LEGACY_CONFIG_NAME = "adapter_config.json"
+LEGACY_WEIGHTS_NAME = "adapter_model.safetensors"
+_HEADER_KEY = "hrm_checkpoint"
+#: Fingerprint fields that must agree between the checkpoint and the model.
+_COMPARED = ("model_type", "hidden_size", "num_layers")
 
 
 def _require_safetensors():
@@ -72,6 +110,72 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def _int_attr(obj: Any, *names: str) -> int | None:
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def base_fingerprint(model: nn.Module) -> dict[str, Any]:
+    """What identifies the base model an adapter belongs to.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A transformers model (its ``config`` is read) or any module; adapted or not.
+
+    Returns
+    -------
+    dict
+        ``model_type`` (``config.model_type`` or None), ``architecture`` (the class name),
+        ``name_or_path`` (``config._name_or_path`` when set, else None), ``hidden_size`` and
+        ``num_layers`` (from the text config; None when unknown) and ``target_modules`` (the
+        names of the adapted modules, empty for a base model).
+
+    Examples
+    --------
+    >>> base_fingerprint(nn.Linear(2, 2))["architecture"]
+    'Linear'
+    """
+    cfg = getattr(model, "config", None)
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    return {
+        "model_type": getattr(cfg, "model_type", None) or None,
+        "architecture": type(model).__name__,
+        "name_or_path": getattr(cfg, "_name_or_path", None) or None,
+        "hidden_size": _int_attr(text, "hidden_size", "n_embd", "d_model"),
+        "num_layers": _int_attr(text, "num_hidden_layers", "n_layer", "num_layers"),
+        "target_modules": list(find_adapters(model)),
+    }
+
+
+def _base_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Fields of two fingerprints that disagree, as ``"field: checkpoint X vs model Y"``."""
+    fields = list(_COMPARED)
+    if saved.get("model_type") is None and current.get("model_type") is None:
+        fields.append("architecture")  # plain modules: the class is all we know
+    out = []
+    for key in fields:
+        a, b = saved.get(key), current.get(key)
+        if key != "model_type" and (a is None or b is None):
+            continue  # unknown on one side: the shape checks decide
+        if a != b:
+            out.append(f"{key}: checkpoint {a!r} vs model {b!r}")
+    return out
+
+
+def _tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of names, dtypes, shapes and raw bytes of the tensors (in key order)."""
+    h = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].detach().to("cpu").contiguous()
+        h.update(f"{key}|{_dtype_name(t.dtype)}|{list(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def _layer_meta(adapted: nn.Module) -> dict[str, Any]:
     ssm = adapted.adapter.ssm
     return {"d_model": int(ssm.d_model), "n_real": int(ssm.n_real),
@@ -79,78 +183,176 @@ def _layer_meta(adapted: nn.Module) -> dict[str, Any]:
 
 
 def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
-    """Write the adapters of ``model`` to ``directory`` (created if needed).
+    """Write the adapters of ``model`` to ``directory`` (created if needed), crash-safely.
 
     Parameters
     ----------
     model : nn.Module
         A model adapted by :func:`adapters.inject` (reduced adapters included).
     directory : str or path-like
-        Output directory; created if missing, existing files of the same names overwritten.
+        Output directory; created if missing. :data:`WEIGHTS_NAME` and :data:`CONFIG_NAME`
+        are replaced atomically; other files in it are left alone.
 
     Returns
     -------
     pathlib.Path
-        The directory, holding ``adapter_config.json`` and ``adapter_model.safetensors``.
+        The directory, holding ``hrm_adapter.safetensors`` (the checkpoint, config included)
+        and ``hrm_config.json`` (a readable copy of its config).
 
     Raises
     ------
     AdapterError
         ``model`` has no adapters.
+
+    Notes
+    -----
+    If the process dies during the call, ``directory`` holds the previous checkpoint or the
+    new one (see the module docstring); at worst a hidden temporary file remains, removed by
+    the next save.
     """
     st = _require_safetensors()
     config = get_adapter_config(model)
     adapters = find_adapters(model)
     tensors = adapter_state_dict(model)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    weights = directory / WEIGHTS_NAME
-    st.save_file(tensors, str(weights), metadata={"format": "pt", "adapter_type": "HRM"})
     meta = {
-        "config": config.to_dict(),
+        "adapter_type": ADAPTER_TYPE,
         "format_version": FORMAT_VERSION,
+        "config": config.to_dict(),
+        "base_model": base_fingerprint(model),
         "layers": {name: _layer_meta(a) for name, a in adapters.items()},
         "tensors": {k: {"shape": list(v.shape), "dtype": _dtype_name(v.dtype)}
                     for k, v in tensors.items()},
-        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "tensors_sha256": _tensors_digest(tensors),
     }
-    (directory / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    blob = st.save(tensors, metadata={"format": "pt", "adapter_type": ADAPTER_TYPE,
+                                      "format_version": str(FORMAT_VERSION),
+                                      _HEADER_KEY: json.dumps(meta, sort_keys=True)})
+    directory = Path(directory)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        fsync_directory(directory.parent)
+    atomic_write_bytes(directory / WEIGHTS_NAME, blob)  # the commit point
+    atomic_write_text(directory / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return directory
 
 
-def _read_checkpoint(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, torch.Tensor]]:
-    st = _require_safetensors()
-    config_path, weights_path = directory / CONFIG_NAME, directory / WEIGHTS_NAME
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise CheckpointError(f"adapter checkpoint file {str(path)!r} is missing")
-    try:
-        meta = json.loads(config_path.read_text())
-        layers, listing = meta["layers"], meta["tensors"]
-        digest = meta["weights_sha256"]
-        config = HRMConfig.from_dict(meta["config"])
-        if not isinstance(layers, dict) or not isinstance(listing, dict):
-            raise TypeError("`layers` and `tensors` must be objects")
-    except (json.JSONDecodeError, KeyError, TypeError, AdapterConfigError) as exc:
-        raise CheckpointError(f"{str(config_path)!r} is not a valid adapter config: {exc}") from exc
-    actual = hashlib.sha256(weights_path.read_bytes()).hexdigest()
-    if actual != digest:
-        raise CheckpointError(
-            f"{WEIGHTS_NAME!r} does not match the SHA-256 recorded in {CONFIG_NAME!r} "
-            f"(recorded {digest[:12]}..., file {actual[:12]}...): the file was changed or "
-            "belongs to another checkpoint"
-        )
-    try:
-        tensors = st.load_file(str(weights_path))
-    except Exception as exc:  # safetensors raises its own SafetensorError / OSError
-        raise CheckpointError(f"{str(weights_path)!r} could not be read: {exc}") from exc
-    listed = {k: (tuple(v["shape"]), v["dtype"]) for k, v in listing.items()}
+def _header_metadata(data: bytes) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors blob (8-byte little-endian length + JSON)."""
+    if len(data) < 8:
+        raise ValueError(f"{len(data)} bytes is too short for a safetensors file")
+    n = int.from_bytes(data[:8], "little")
+    if n > len(data) - 8:
+        raise ValueError(f"header length {n} exceeds the file ({len(data)} bytes)")
+    header = json.loads(data[8 : 8 + n])
+    meta = header.get("__metadata__", {}) if isinstance(header, dict) else None
+    if not isinstance(meta, dict):
+        raise ValueError("the safetensors header is not an object")
+    return meta
+
+
+def _check_listing(meta: dict[str, Any], tensors: dict[str, torch.Tensor], where: str) -> None:
+    listed = {k: (tuple(v["shape"]), v["dtype"]) for k, v in meta["tensors"].items()}
     stored = {k: (tuple(v.shape), _dtype_name(v.dtype)) for k, v in tensors.items()}
     if listed != stored:
         diff = sorted(set(listed.items()) ^ set(stored.items()))
-        raise CheckpointError(f"{WEIGHTS_NAME!r} does not match its listing in {CONFIG_NAME!r}: "
-                              f"{diff[:10]}")
-    return layers, config, tensors
+        raise CheckpointError(f"the tensors of {where} do not match its listing: {diff[:10]}")
+
+
+def _parse_meta(meta: Any, where: str) -> tuple[dict[str, Any], HRMConfig]:
+    try:
+        if not isinstance(meta, dict):
+            raise TypeError(f"expected an object, got {type(meta).__name__}")
+        layers, listing = meta["layers"], meta["tensors"]
+        config = HRMConfig.from_dict(meta["config"])
+        if not isinstance(layers, dict) or not isinstance(listing, dict):
+            raise TypeError("`layers` and `tensors` must be objects")
+    except (KeyError, TypeError, AdapterConfigError) as exc:
+        raise CheckpointError(f"{where} does not hold a valid adapter checkpoint: {exc}") from exc
+    return layers, config
+
+
+def _read_checkpoint(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, torch.Tensor]]:
+    """``(meta, config, tensors)`` of the checkpoint in ``directory`` (either format)."""
+    st = _require_safetensors()
+    weights_path = directory / WEIGHTS_NAME
+    if not weights_path.is_file():
+        if (directory / LEGACY_CONFIG_NAME).is_file():
+            return _read_legacy(directory)
+        raise CheckpointError(
+            f"adapter checkpoint file {str(weights_path)!r} is missing"
+            + (" (the folder holds only the JSON copy of a config)"
+               if (directory / CONFIG_NAME).is_file() else "")
+        )
+    data = weights_path.read_bytes()  # one read: header and tensors come from the same bytes
+    try:
+        header = _header_metadata(data)
+        tensors = st.load(data)
+    except Exception as exc:  # safetensors raises its own SafetensorError / ValueError
+        raise CheckpointError(f"{str(weights_path)!r} could not be read: {exc}") from exc
+    if _HEADER_KEY not in header:
+        raise CheckpointError(
+            f"{str(weights_path)!r} is a safetensors file without an {_HEADER_KEY!r} record "
+            "in its header: it was not written by `adapters.save_adapter`"
+        )
+    try:
+        meta = json.loads(header[_HEADER_KEY])
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"the header record of {str(weights_path)!r} is not JSON: "
+                              f"{exc}") from exc
+    layers, config = _parse_meta(meta, repr(str(weights_path)))
+    if _tensors_digest(tensors) != meta.get("tensors_sha256"):
+        raise CheckpointError(
+            f"the tensors of {str(weights_path)!r} do not match the SHA-256 recorded in its "
+            "header: the file was changed after it was written"
+        )
+    _check_listing(meta, tensors, repr(str(weights_path)))
+    copy_path = directory / CONFIG_NAME
+    if copy_path.is_file():
+        try:
+            copy = json.loads(copy_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            copy = None
+        if copy != meta:
+            warnings.warn(
+                f"{str(copy_path)!r} does not match the config recorded in {WEIGHTS_NAME!r} "
+                "(an interrupted save or an edit); the weights file's own record was used. "
+                "Save again to refresh the copy.", stacklevel=3)
+    return meta, config, tensors
+
+
+def _read_legacy(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, torch.Tensor]]:
+    """Format version 1: PEFT's file names, the weights' SHA-256 in the JSON."""
+    st = _require_safetensors()
+    config_path, weights_path = directory / LEGACY_CONFIG_NAME, directory / LEGACY_WEIGHTS_NAME
+    try:
+        meta = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{str(config_path)!r} is not valid JSON: {exc}") from exc
+    if isinstance(meta, dict) and "peft_type" in meta:
+        raise CheckpointError(
+            f"{str(directory)!r} holds a PEFT adapter (peft_type={meta['peft_type']!r}), not an "
+            "HRM adapter: load it with `peft.PeftModel.from_pretrained`"
+        )
+    layers, config = _parse_meta(meta, repr(str(config_path)))
+    if not weights_path.is_file():
+        raise CheckpointError(f"adapter checkpoint file {str(weights_path)!r} is missing")
+    data = weights_path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != meta.get("weights_sha256"):
+        raise CheckpointError(
+            f"{LEGACY_WEIGHTS_NAME!r} does not match the SHA-256 recorded in "
+            f"{LEGACY_CONFIG_NAME!r}: the file was changed or belongs to another checkpoint"
+        )
+    try:
+        tensors = st.load(data)
+    except Exception as exc:  # safetensors raises its own SafetensorError
+        raise CheckpointError(f"{str(weights_path)!r} could not be read: {exc}") from exc
+    _check_listing(meta, tensors, repr(str(weights_path)))
+    warnings.warn(
+        f"{str(directory)!r} is an adapter checkpoint of format version 1 (PEFT's file names, "
+        "no base-model fingerprint, so the base model is not checked); `save_adapter` writes "
+        f"format {FORMAT_VERSION} ({WEIGHTS_NAME!r} + {CONFIG_NAME!r}): load it and save it "
+        "again to convert", FutureWarning, stacklevel=3)
+    return meta, config, tensors
 
 
 def _placeholder_ssm(meta: dict[str, Any], dtype: torch.dtype, device: torch.device) -> nn.Module:
@@ -175,19 +377,26 @@ def _structure(adapted: nn.Module) -> tuple:
     return meta["d_model"], meta["n_real"], meta["n_complex"]
 
 
-def load_adapter(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
+def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
+                 allow_base_mismatch: bool = False) -> nn.Module:
     """Load adapters saved by :func:`save_adapter` into ``model`` (in place).
 
-    A base model is adapted first with the stored config; layers whose stored structure (state
-    size, real/complex modes) differs from the model's adapters get a matching (e.g. reduced)
-    SSM. Every key, shape and dtype is then checked strictly before any value is copied.
+    The recorded base-model fingerprint is compared with ``model`` first. A base model is then
+    adapted with the stored config; layers whose stored structure (state size, real/complex
+    modes) differs from the model's adapters get a matching (e.g. reduced) SSM. Every key,
+    shape and dtype is checked strictly before any value is copied.
 
     Parameters
     ----------
     model : nn.Module
         The base model, or one adapted with a compatible config.
     directory : str or path-like
-        A directory written by :func:`save_adapter`.
+        A directory written by :func:`save_adapter` (format 2), or by the old format 1
+        (PEFT's file names; read with a ``FutureWarning``).
+    allow_base_mismatch : bool, default False
+        Load even when the checkpoint was saved on another kind of base model (another
+        ``model_type``, width or depth); a warning names the differences. Shapes must still
+        fit.
 
     Returns
     -------
@@ -196,12 +405,30 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike) -> nn.Module:
 
     Raises
     ------
+    BaseModelMismatchError
+        The checkpoint was saved on another base model (each differing field is named) and
+        ``allow_base_mismatch`` is False.
     CheckpointError
-        Missing or unreadable files, a checksum mismatch, a config the model's adapters were
-        not built with, or missing / unexpected / mismatched keys (all named). A base model
-        is left unadapted.
+        Missing or unreadable files, a checksum mismatch, a PEFT folder, a config the model's
+        adapters were not built with, or missing / unexpected / mismatched keys (all named).
+        A base model is left unadapted.
     """
-    layers, config, tensors = _read_checkpoint(Path(directory))
+    directory = Path(directory)
+    meta, config, tensors = _read_checkpoint(directory)
+    saved_base = meta.get("base_model")
+    if isinstance(saved_base, dict):
+        differences = _base_differences(saved_base, base_fingerprint(model))
+        if differences:
+            what = "; ".join(differences)
+            origin = saved_base.get("name_or_path") or saved_base.get("architecture")
+            if not allow_base_mismatch:
+                raise BaseModelMismatchError(
+                    f"the adapter checkpoint {str(directory)!r} was saved on another base model "
+                    f"({origin!r}): {what}. Pass `allow_base_mismatch=True` to load it anyway"
+                )
+            warnings.warn(f"loading an adapter saved on another base model ({origin!r}): {what}",
+                          stacklevel=2)
+    layers = meta["layers"]
     injected_here = False
     if not find_adapters(model):
         try:

@@ -54,7 +54,7 @@ import tempfile
 from adapters import load_adapter, save_adapter
 
 with tempfile.TemporaryDirectory() as directory:
-    save_dir = save_adapter(model, directory)  # adapter_config.json + adapter_model.safetensors
+    save_dir = save_adapter(model, directory)  # hrm_adapter.safetensors + hrm_config.json
     fresh = build_backbone(BackboneConfig(n_layer=2, n_head=4, n_embd=64, n_positions=64))
     fresh = load_adapter(fresh, save_dir)
     with torch.no_grad():
