@@ -1,0 +1,128 @@
+"""Sparse systems: low-rank ADI factors (lti.lowrank) and balanced truncation through them
+(lti.lowrank_bt), checked against the dense solvers at small n."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.sparse as sp
+from scipy.sparse.linalg import splu
+
+from lti import UnstableSystemError
+from lti.lowrank import lowrank_factor, lowrank_gramian_factors, lowrank_stein_residual
+
+
+def heat(N: int):
+    """2-D heat equation on the unit square, explicit Euler, dt = 0.2 h^2: A = I + dt L;
+    input patch near (0.3, 0.3), output patches near (0.7, 0.7) and (0.7, 0.3)."""
+    h = 1.0 / (N + 1)
+    T = sp.diags([np.ones(N - 1), -2.0 * np.ones(N), np.ones(N - 1)], [-1, 0, 1]) / h**2
+    I = sp.eye(N)
+    A = (sp.eye(N * N) + 0.2 * h * h * (sp.kron(T, I) + sp.kron(I, T))).tocsr()
+    x = (np.arange(N) + 1) * h
+    X, Y = np.meshgrid(x, x, indexing="ij")
+
+    def patch(cx, cy):
+        return ((np.abs(X - cx) <= 0.1) & (np.abs(Y - cy) <= 0.1)).ravel().astype(float)
+
+    B = patch(0.3, 0.3)[:, None]
+    C = np.vstack([patch(0.7, 0.7), patch(0.7, 0.3)]) * h * h
+    return A, B, C
+
+
+def rotating(n: int = 200, seed: int = 0):
+    """Sparse non-normal A with complex eigenvalue pairs: 2x2 rotation blocks of radius
+    0.5...0.95 plus a sparse upper coupling; dense B (2 columns), C (1 row)."""
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for r, t in zip(np.linspace(0.5, 0.95, n // 2), rng.uniform(0.2, 2.5, n // 2), strict=True):
+        c, s = r * np.cos(t), r * np.sin(t)
+        blocks.append(np.array([[c, s], [-s, c]]))
+    A = sp.block_diag(blocks) + sp.diags([0.05 * np.ones(n - 3)], [3])
+    return sp.csr_matrix(A), rng.standard_normal((n, 2)), rng.standard_normal((1, n))
+
+
+def _rel(X, Y):
+    return np.linalg.norm(X - Y, 2) / np.linalg.norm(Y, 2)
+
+
+# ------------------------------------------------------------------ low-rank factors
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_heat_factor_matches_dense_gramian(transpose):
+    A, B, C = heat(20)
+    R = C.T if transpose else B
+    F = lowrank_factor(A, R, transpose=transpose, tol=1e-12)
+    M = A.toarray().T if transpose else A.toarray()
+    X = sla.solve_discrete_lyapunov(M, R @ R.T)
+    assert F.converged and F.rank < 25 * R.shape[1] < A.shape[0]
+    assert _rel(F.Z @ F.Z.T, X) < 1e-9
+    assert F.rel_residual < 1e-11
+
+
+def test_complex_spectrum_factor_is_real_and_matches_dense():
+    A, B, C = rotating()
+    Fc, Fo = lowrank_gramian_factors(A, B, C, tol=1e-12)
+    assert np.any(np.abs(Fc.shifts.imag) > 0)  # complex pairs were used ...
+    assert Fc.Z.dtype == np.float64  # ... in real arithmetic
+    Ad = A.toarray()
+    P = sla.solve_discrete_lyapunov(Ad, B @ B.T)
+    Q = sla.solve_discrete_lyapunov(Ad.T, C.T @ C)
+    assert _rel(Fc.Z @ Fc.Z.T, P) < 1e-9
+    assert _rel(Fo.Z @ Fo.Z.T, Q) < 1e-9
+
+
+def test_user_shifts_with_a_conjugate_pair():
+    A, B, _ = rotating(60, seed=1)
+    lam = np.linalg.eigvals(A.toarray())
+    top = lam[np.argsort(-np.abs(lam))][:8]  # conjugate pairs stay together
+    F = lowrank_factor(A, B, shifts=1.0 / top, tol=1e-12, max_iter=2000)
+    assert F.converged
+    X = sla.solve_discrete_lyapunov(A.toarray(), B @ B.T)
+    assert _rel(F.Z @ F.Z.T, X) < 1e-9
+
+
+def test_lowrank_residual_equals_dense_residual():
+    A, B, _ = heat(12)
+    Ad = A.toarray()
+    rng = np.random.default_rng(3)
+    F = lowrank_factor(A, B, tol=1e-6, compress=False)
+    for Z in (F.Z, F.Z + 1e-3 * rng.standard_normal(F.Z.shape)):
+        for tr in (False, True):
+            M = Ad.T if tr else Ad
+            dense = np.linalg.norm(M @ Z @ Z.T @ M.T - Z @ Z.T + B @ B.T, 2)
+            low = lowrank_stein_residual(A, Z, B, transpose=tr)
+            assert abs(low - dense) <= 1e-12 * np.linalg.norm(Z, 2) ** 2 + 1e-10 * dense
+    # the ADI's own residual W W^T (the stopping test) is the exact residual
+    dense = np.linalg.norm(Ad @ F.Z @ F.Z.T @ Ad.T - F.Z @ F.Z.T + B @ B.T, 2)
+    assert F.adi_residual == pytest.approx(dense / np.linalg.norm(B.T @ B, 2), rel=1e-6)
+    assert F.residual == pytest.approx(dense, rel=1e-6)
+
+
+def test_factor_never_overestimates_the_gramian():
+    """The ADI residual is PSD, so Z Z^T <= P: the HSVs from the factors are lower bounds."""
+    A, B, _ = heat(12)
+    F = lowrank_factor(A, B, tol=1e-4)
+    X = sla.solve_discrete_lyapunov(A.toarray(), B @ B.T)
+    assert np.min(np.linalg.eigvalsh(X - F.Z @ F.Z.T)) > -1e-12 * np.linalg.norm(X, 2)
+
+
+def test_solver_hook_factorises_each_shift_once_for_both_gramians():
+    A, B, C = heat(15)
+    calls = []
+
+    def solver(M):
+        calls.append(M.shape)
+        return splu(sp.csc_matrix(M))
+
+    Fc, Fo = lowrank_gramian_factors(A, B, C, solver=solver, tol=1e-10)
+    assert len(calls) == len(Fc.shifts) == len(np.unique(Fc.shifts))
+    assert Fc.converged and Fo.converged
+
+
+def test_unstable_sparse_matrix_is_rejected():
+    A = sp.diags([1.05 * np.ones(50)], [0], format="csr")
+    with pytest.raises(UnstableSystemError):
+        lowrank_factor(A, np.ones((50, 1)))
