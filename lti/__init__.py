@@ -42,7 +42,8 @@ from lti.lyapunov import (
     solve_discrete_lyapunov,
 )
 from lti.norms import HinfNorm, h2_norm, hankel_norm, hinf_norm
-from lti.system import DiscreteLTI, discretize_zoh
+from lti.stability import StableSplit, split_unstable
+from lti.system import DiscreteLTI, as_discrete_system, discretize_zoh
 
 __all__ = [
     "BalancedTruncation",
@@ -58,9 +59,11 @@ __all__ = [
     "SchurForm",
     "ShapeError",
     "SolverError",
+    "StableSplit",
     "StateCovarianceAccumulator",
     "UnstableSystemError",
     "WeightedBalancedTruncation",
+    "as_discrete_system",
     "balanced_truncation",
     "balanced_truncation_from_factors",
     "controllability_gramian",
@@ -77,6 +80,7 @@ __all__ = [
     "psd_factor",
     "real_schur",
     "solve_discrete_lyapunov",
+    "split_unstable",
     "state_covariance",
     "weighted_balanced_truncation",
 ]

@@ -6,9 +6,17 @@ that names the argument and the offending value, and never modifies its input.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
-from lti.exceptions import NonFiniteError, NotSymmetricError, ShapeError, UnstableSystemError
+from lti.exceptions import (
+    InvalidArgumentError,
+    NonFiniteError,
+    NotSymmetricError,
+    ShapeError,
+    UnstableSystemError,
+)
 
 __all__ = [
     "as_float_matrix",
@@ -17,8 +25,11 @@ __all__ = [
     "as_float_vector",
     "check_square",
     "check_symmetric",
+    "check_context",
+    "check_int",
     "check_stable",
     "spectral_radius",
+    "sym_sqrt",
 ]
 
 
@@ -201,3 +212,38 @@ def check_stable(name: str, A, *, rho: float | None = None) -> float:
             f"`{name}` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
         )
     return rho
+
+
+def check_int(name: str, value, *, minimum: int) -> int:
+    """Validated integer ``>= minimum`` (``bool`` rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise InvalidArgumentError(f"`{name}` must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def check_context(horizon, burn_in) -> tuple[int | None, int]:
+    """Validated context length ``horizon`` (None or >= 1) and ``burn_in < horizon``."""
+    burn_in = check_int("burn_in", burn_in, minimum=0)
+    if horizon is not None:
+        horizon = check_int("horizon", horizon, minimum=1)
+        if burn_in >= horizon:
+            raise InvalidArgumentError(
+                f"`burn_in` must be smaller than `horizon` ({horizon}); got {burn_in}"
+            )
+    return horizon, burn_in
+
+
+
+def sym_sqrt(name: str, W: np.ndarray) -> np.ndarray:
+    """Symmetric PSD square root; rejects asymmetric or clearly indefinite `W`."""
+    scale = max(float(np.max(np.abs(W))), np.finfo(np.float64).tiny)
+    if np.max(np.abs(W - W.T)) > 1e3 * W.shape[0] * np.finfo(np.float64).eps * scale:
+        raise InvalidArgumentError(f"`{name}` must be symmetric; got max|W - W^T| = "
+                                   f"{np.max(np.abs(W - W.T)):.3g}")
+    w, V = np.linalg.eigh(0.5 * (W + W.T))
+    if w.min(initial=0.0) < -1e3 * W.shape[0] * np.finfo(np.float64).eps * scale:
+        raise InvalidArgumentError(
+            f"`{name}` must be positive semidefinite; got eigenvalue {w.min():.3g}"
+        )
+    return (V * np.sqrt(np.clip(w, 0.0, None))) @ V.T
+

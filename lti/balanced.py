@@ -24,14 +24,18 @@ from scipy.linalg import lapack
 
 from lti._validation import as_float_matrix
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
-from lti.norms import as_discrete_system
-from lti.system import DiscreteLTI
+from lti.gramians import stable_gramian_factors
+from lti.lyapunov import SchurForm
+from lti.stability import StableSplit, split_unstable
+from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = [
     "BalancedTruncation",
+    "StableSplit",
     "balanced_truncation",
     "balanced_truncation_from_factors",
     "hankel_singular_values",
+    "split_unstable",
 ]
 
 _EPS = np.finfo(np.float64).eps
@@ -114,13 +118,39 @@ def _check_method(method) -> str:
     return method
 
 
-def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
-    if order is not None and tol is not None:
+@dataclass(frozen=True)
+class _Rule:
+    """The order-selection rule: exactly one of ``order``, ``tol``, ``rel_tol`` is set."""
+
+    order: int | None = None
+    tol: float | None = None
+    rel_tol: float | None = None
+
+    def shifted(self, nu: int) -> _Rule:
+        """The same rule for the stable part (``nu`` unstable states kept)."""
+        if self.order is None:
+            return self
+        return _Rule(order=self.order - nu)
+
+
+def _check_rule(order, tol, rel_tol, n: int) -> _Rule:
+    given = {k: v for k, v in (("order", order), ("tol", tol), ("rel_tol", rel_tol))
+             if v is not None}
+    if len(given) != 1:
+        shown = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "none"
         raise InvalidArgumentError(
-            f"pass exactly one of `order` and `tol`; got order={order!r} and tol={tol!r}"
+            f"pass exactly one of `order`, `tol` and `rel_tol`; got {shown}"
         )
-    if order is None and tol is None:
-        raise InvalidArgumentError("pass exactly one of `order` and `tol`; got neither")
+    if rel_tol is not None:
+        if (isinstance(rel_tol, bool) or not isinstance(rel_tol, numbers.Real)
+                or not (np.isfinite(rel_tol) and 0.0 < rel_tol <= 1.0)):
+            raise InvalidArgumentError(f"`rel_tol` must be a number in (0, 1]; got {rel_tol!r}")
+        return _Rule(rel_tol=float(rel_tol))
+    order, tol = _check_order_tol(order, tol, n)
+    return _Rule(order=order, tol=tol)
+
+
+def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
     if order is not None:
         if isinstance(order, bool) or not isinstance(order, numbers.Integral):
             raise InvalidArgumentError(f"`order` must be an integer in [0, {n}]; got {order!r}")
@@ -144,70 +174,6 @@ def _check_factor(name: str, L, n: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ HSVs
-
-
-def _stable_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, schur=None):
-    """Both Gramian factors (``P = Lc Lc^T``, ``Q = Lo Lo^T``) from one Schur form of A.
-
-    Diagonal ``A`` uses the closed-form diagonal recursion and needs no Schur form; a
-    quasi-triangular ``A`` (the stable block of an ordered Schur form) is passed with
-    ``schur=SchurForm(A, I)``.
-    """
-    from lti.lyapunov import lyapunov_factor, real_schur
-
-    if A.shape[0] and schur is None and np.any(A - np.diag(np.diag(A))):
-        schur = real_schur(A)
-    # solve with B, C scaled to unit size (the factors scale linearly), so that tiny or
-    # huge data neither underflow nor overflow inside the solver; B = 0 gives P = 0
-    n = A.shape[0]
-    b = float(np.max(np.abs(B), initial=0.0))
-    c = float(np.max(np.abs(C), initial=0.0))
-    Lc = lyapunov_factor(A, B / b, schur=schur) * b if b > 0 else np.zeros((n, n))
-    Lo = (lyapunov_factor(A, C.T / c, transpose=True, schur=schur) * c if c > 0
-          else np.zeros((n, n)))
-    if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
-        raise SolverError(
-            "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
-            "entries near the underflow threshold can cause this)"
-        )
-    return Lc, Lo
-
-
-def _smith_stable_factors(G: DiscreteLTI):
-    """Both Gramian factors of a small dense system by one factored squared-Smith pass
-    (shared powers of A, no Schur form; see :func:`lti.lyapunov.lyapunov_factor`), and a
-    bound ``rho >= rho(A)`` read off the powers. ``None`` when the system is not small,
-    not certified stable within the iteration cap, or too non-normal for the iteration;
-    the caller then takes the Schur path."""
-    from lti.lyapunov import (
-        _SMITH_AUTO_ITER,
-        _SMITH_MAX_GROWTH,
-        _SMITH_MAX_N,
-        _smith_factors,
-    )
-
-    n = G.n
-    if not 0 < n <= _SMITH_MAX_N or G.is_diagonal:
-        return None
-    out = _smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=_SMITH_AUTO_ITER,
-                         max_growth=_SMITH_MAX_GROWTH)  # B, C scaled to unit size inside
-    if out is None:
-        return None
-    (Lc, Lo), rho = out
-    return Lc, Lo, rho
-
-
-def _schur_radius(G: DiscreteLTI):
-    """Real Schur form of ``A`` (None for diagonal ``A``) and the spectral radius read off
-    it: one decomposition serves the stability test and both Gramian factors."""
-    from lti.lyapunov import real_schur
-
-    if G.n == 0:
-        return None, 0.0
-    if G.is_diagonal:
-        return None, float(np.max(np.abs(np.diag(G.A))))
-    S = real_schur(G.A)
-    return S, float(np.max(np.abs(S.eigenvalues())))
 
 
 def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
@@ -236,8 +202,8 @@ def hankel_singular_values(sys) -> np.ndarray:
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
-        Schur-stable system with n states.
+    sys : DiscreteLTI, python-control system or tuple
+        Schur-stable system with n states (see :func:`lti.system.as_discrete_system`).
 
     Returns
     -------
@@ -271,50 +237,40 @@ def hankel_singular_values(sys) -> np.ndarray:
     True
     """
     G = as_discrete_system(sys)
-    fast = _smith_stable_factors(G)
-    if fast is not None:
-        return _hsv_svd(fast[0], fast[1], G.n)[0]
-    S, rho = _schur_radius(G)
-    if not rho < 1.0:
+    try:
+        F = stable_gramian_factors(G)
+    except UnstableSystemError as exc:
         raise UnstableSystemError(
-            f"Hankel singular values need a Schur-stable system: `sys.A` must have spectral "
-            f"radius < 1; got {rho:.6g} (balanced_truncation keeps the unstable part and "
-            "reports the stable part's HSVs)"
-        )
-    if G.n == 0:
-        return np.zeros(0)
-    Lc, Lo = _stable_factors(G.A, G.B, G.C, schur=S)
-    return _hsv_svd(Lc, Lo, G.n)[0]
+            f"Hankel singular values: {exc} (balanced_truncation keeps the unstable part "
+            "and reports the stable part's HSVs)"
+        ) from None
+    return _hsv_svd(F.Lc, F.Lo, G.n)[0]
 
 
 # ------------------------------------------------------------ stable/unstable split
 
 
-def _split_unstable(G: DiscreteLTI):
-    """Block-diagonalise ``A`` into stable (``|lambda| < 1``) and unstable parts.
-
-    Ordered real Schur form ``A = Z [[T11, T12], [0, T22]] Z^T`` (stable eigenvalues
-    first), then the Sylvester equation ``T11 X - X T22 + T12 = 0`` decouples the blocks:
-    with ``W = Z [[I, X], [0, I]]``, ``W^{-1} A W = diag(T11, T22)``.
-    Returns ``(ns, W1, W2, V1, V2, T11, T22)`` with ``W = [W1 W2]``, ``W^{-1} = [V1; V2]``.
-    """
-    T, Z, ns = sla.schur(G.A, output="real", sort=lambda re, im: re * re + im * im < 1.0)
-    T11, T12, T22 = T[:ns, :ns], T[:ns, ns:], T[ns:, ns:]
-    X = sla.solve_sylvester(T11, -T22, -T12)  # T11 X - X T22 = -T12
-    if not np.all(np.isfinite(X)):
-        raise SolverError("could not decouple the stable and unstable parts of `sys.A`")
-    Z1, Z2 = Z[:, :ns], Z[:, ns:]
-    W1, W2 = Z1, Z1 @ X + Z2
-    V1, V2 = Z1.T - X @ Z2.T, Z2.T
-    return ns, W1, W2, V1, V2, T11, T22
-
-
 # ------------------------------------------------------------------ order selection
 
 
-def _select_order(hsv, bounds, order, tol, nmin, stacklevel):
+def _select_order(hsv, bounds, rule: _Rule, nmin, stacklevel):
     """Number r of stable states to keep (see balanced_truncation, Notes)."""
     ns = hsv.size
+    order, tol = rule.order, rule.tol
+    if rule.rel_tol is not None:
+        r = int(np.count_nonzero(hsv >= rule.rel_tol * hsv[0])) if ns and hsv[0] > 0 else 0
+        while 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
+            r += 1  # never split a tie: move the cut up
+        if r > nmin:
+            warnings.warn(
+                f"`rel_tol` = {rule.rel_tol:.3g} is below the rounding-noise floor of the "
+                f"Hankel singular values: kept the minimal realisation ({nmin} states) "
+                f"instead of {r}",
+                UserWarning,
+                stacklevel=stacklevel,
+            )
+            r = nmin
+        return r
     if order is not None:
         r = order
         if r > nmin:
@@ -413,14 +369,34 @@ def _noise_floor(hsv, Lc, Lo, rho) -> float:
     return n * _EPS * max(float(hsv[0]), scale)
 
 
-def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel, rho=None):
-    """Balanced truncation / SPA of a stable (A, B, C, D) with given Gramian factors."""
+@dataclass(frozen=True, eq=False)
+class _StableReduction:
+    """What :func:`_reduce_stable` computed for the stable part (internal)."""
+
+    A: np.ndarray
+    B: np.ndarray
+    C: np.ndarray
+    D: np.ndarray
+    T: np.ndarray
+    Ti: np.ndarray
+    hsv: np.ndarray
+    bounds: np.ndarray  # bounds[k] = 2 sum_{i>=k} sigma_i, shape (ns + 1,)
+    order: int
+    lower: float
+    method: str
+    minimal_order: int
+
+
+def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: _Rule, method, match_dc, stacklevel,
+                   rho=None) -> _StableReduction:
+    """Balanced truncation / SPA of a stable ``G`` with given Gramian factors."""
+    A, B, C, D = G.A, G.B, G.C, G.D
     n = A.shape[0]
     hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
     tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
     bounds = 2.0 * tail  # (n + 1,)
     nmin = int(np.count_nonzero(hsv > _noise_floor(hsv, Lc, Lo, rho)))
-    r = _select_order(hsv, bounds, order, tol, nmin, stacklevel + 1)
+    r = _select_order(hsv, bounds, rule, nmin, stacklevel + 1)
     if method == "auto":
         method = "sr" if r == 0 or hsv[0] <= AUTO_BFSR_RATIO * hsv[r - 1] else "bfsr"
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
@@ -444,51 +420,58 @@ def _reduce_stable(A, B, C, D, Lc, Lo, order, tol, method, match_dc, stacklevel,
         Cr = Cr + C2 @ Y[:, :r]
         Dr = Dr + C2 @ Y[:, r:]
     lower = float(hsv[r]) if r < n else 0.0
-    return (Ar, Br, Cr, Dr), T1, Ti1, hsv, bounds, r, lower, method, nmin
+    return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds, r, lower, method, nmin)
 
 
-def _finish(G, reduced_mats, T, Ti, hsv, bounds_s, r_total, lower, method, match_dc, nu, nmin,
-            was_control):
+def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
+            match_dc: bool, was_control: bool) -> BalancedTruncation:
+    """The result object: ``red`` describes the stable part, ``reduced``/``T``/``Ti`` the
+    whole reduced model (``nu`` unstable states appended)."""
     n = G.n
     error_bounds = np.full(n + 1, np.inf)
-    error_bounds[nu:] = bounds_s
-    Gr = DiscreteLTI(*reduced_mats, dt=G.dt)
-    if was_control:
-        Gr = Gr.to_control()
+    error_bounds[nu:] = red.bounds
+    Gr = reduced.to_control() if was_control else reduced
+    hsv = red.hsv
     for X in (hsv, error_bounds, T, Ti):
         X.setflags(write=False)  # a frozen result holds read-only arrays
+    order = red.order + nu
     return BalancedTruncation(
         reduced=Gr,
         hsv=hsv,
-        order=r_total,
-        error_bound=float(error_bounds[r_total]),
-        lower_bound=lower,
+        order=order,
+        error_bound=float(error_bounds[order]),
+        lower_bound=red.lower,
         error_bounds=error_bounds,
         T=T,
         Ti=Ti,
-        method=method,
+        method=red.method,
         match_dc=bool(match_dc),
         n_unstable=nu,
-        minimal_order=nmin,
+        minimal_order=red.minimal_order,
     )
 
 
 def balanced_truncation(
-    sys, *, order=None, tol=None, method: str = "auto", match_dc: bool = False
+    sys, *, order=None, tol=None, rel_tol=None, method: str = "auto", match_dc: bool = False
 ) -> BalancedTruncation:
     """Balanced truncation of a discrete-time system with certified error bounds.
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
-        System with n states, m inputs, p outputs; a python-control system must be
+    sys : DiscreteLTI, control.StateSpace, control.TransferFunction or tuple
+        System with n states, m inputs, p outputs (see
+        :func:`lti.system.as_discrete_system`); a python-control system must be
         discrete (``dt`` True or a positive number). Unstable parts are kept (see Notes).
     order : int, optional
-        Order r of the reduced model, ``n_unstable <= r <= n``. Exactly one of `order`
-        and `tol` must be given.
+        Order r of the reduced model, ``n_unstable <= r <= n``. Exactly one of `order`,
+        `tol` and `rel_tol` must be given.
     tol : float, optional
-        Error tolerance > 0: the smallest order whose bound ``2 sum_{i>r} sigma_i`` is
-        ``<= tol`` is chosen.
+        Absolute error tolerance > 0: the smallest order whose bound
+        ``2 sum_{i>r} sigma_i`` is ``<= tol`` is chosen.
+    rel_tol : float, optional
+        Relative HSV threshold in ``(0, 1]``: keep the stable states with
+        ``sigma_i / sigma_1 >= rel_tol`` (moved up to the end of a tie, capped at
+        ``minimal_order``); unstable states are always kept. The zero system keeps none.
     method : {"auto", "sr", "bfsr"}, optional
         ``"sr"``: square-root method, ``T`` and ``Ti`` are the leading columns and rows
         of a balancing transformation (the full-order result and the ``match_dc`` result
@@ -512,9 +495,9 @@ def balanced_truncation(
     Raises
     ------
     InvalidArgumentError
-        Both or neither of `order` and `tol`; `order` not an integer in
-        ``[n_unstable, n]``; `tol` not a positive finite number; unknown `method`;
-        a continuous-time python-control system.
+        Not exactly one of `order`, `tol`, `rel_tol`; `order` not an integer in
+        ``[n_unstable, n]``; `tol` not a positive finite number; `rel_tol` not in
+        ``(0, 1]``; unknown `method`; a continuous-time python-control system.
     NonFiniteError
         NaN or inf in the system matrices.
     SolverError
@@ -526,7 +509,8 @@ def balanced_truncation(
         When an explicit `order` splits tied HSVs (relative gap <= 1e-10); when the order
         had to be lowered to the minimal order (HSVs below the noise floor, see Notes, are
         zero in floating point: those states cannot be balanced and contribute nothing);
-        when `tol` is met only by the full order.
+        when `tol` is met only by the full order; when `rel_tol` lies below the noise
+        floor.
 
     Notes
     -----
@@ -551,7 +535,9 @@ def balanced_truncation(
     ``x2 = A21 x1 + A22 x2 + B2 u``, giving
     ``A_r = A11 + A12 (I - A22)^{-1} A21`` and so on (discrete singular perturbation).
 
-    Order selection: with `tol`, the smallest r with ``2 sum_{i>r} sigma_i <= tol``; the
+    Order selection: with `rel_tol`, the number of HSVs with ``sigma_i >= rel_tol
+    sigma_1`` (ties and the noise floor handled as for `tol`); with `tol`, the smallest r
+    with ``2 sum_{i>r} sigma_i <= tol``; the
     full order n always qualifies (bound 0), so this never fails, and a warning says so when
     only the full order does. A cut that would split tied HSVs (relative gap <= 1e-10) is
     moved up to the end of the tie (the bound only gets smaller); an explicit `order` is
@@ -585,72 +571,52 @@ def balanced_truncation(
     True
     """
     method = _check_method(method)
-    was_control = not isinstance(sys, DiscreteLTI)
+    was_control = is_control_system(sys)
     G = as_discrete_system(sys)
-    order, tol = _check_order_tol(order, tol, G.n)
-    fast = _smith_stable_factors(G)
-    if fast is not None:  # small dense stable system: no Schur form needed
-        Lc, Lo, rho = fast
-        mats, T, Ti, hsv, bounds, r, lower, method, nmin = _reduce_stable(
-            G.A, G.B, G.C, G.D, Lc, Lo, order, tol, method, match_dc, stacklevel=3, rho=rho
-        )
-        return _finish(G, mats, T, Ti, hsv, bounds, r, lower, method, match_dc, 0, nmin,
-                       was_control)
-    S, rho = _schur_radius(G)
-    if not rho < 1.0:
-        ns, W1, W2, V1, V2, As, Au = _split_unstable(G)
-    else:
-        ns, W1, W2, V1, V2, As, Au = G.n, None, None, None, None, G.A, np.zeros((0, 0))
-    nu = G.n - ns
-    if order is not None and order < nu:
+    rule = _check_rule(order, tol, rel_tol, G.n)
+    try:  # stable: one Smith pass (small dense A) or one Schur form gives both factors
+        F = stable_gramian_factors(G)
+    except UnstableSystemError:
+        F = None
+    if F is not None:
+        red = _reduce_stable(G, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
+        reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
+        return _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, was_control)
+    split = split_unstable(G)
+    nu = G.n - split.ns
+    if rule.order is not None and rule.order < nu:
         raise InvalidArgumentError(
             f"`order` must be at least the number of unstable states ({nu}), which are kept; "
-            f"got {order}"
+            f"got {rule.order}"
         )
-    if W1 is None:
-        Gs = G
-    else:
-        Gs = DiscreteLTI(As, V1 @ G.B, G.C @ W1, G.D, G.dt)
-    if ns and W1 is not None:
-        from lti.lyapunov import SchurForm
-
-        Lc, Lo = _stable_factors(Gs.A, Gs.B, Gs.C, schur=SchurForm(As, np.eye(ns)))
-    elif ns:
-        Lc, Lo = _stable_factors(G.A, G.B, G.C, schur=S)
-    else:
-        Lc = Lo = np.zeros((0, 0))
-    rho_s = rho if W1 is None else float(np.max(np.abs(np.linalg.eigvals(As)), initial=0.0))
-    mats, Ts, Tis, hsv, bounds, r, lower, method, nmin = _reduce_stable(
-        Gs.A, Gs.B, Gs.C, Gs.D, Lc, Lo, None if order is None else order - nu, tol,
-        method, match_dc, stacklevel=3, rho=rho_s,
-    )
-    if W1 is None:
-        T, Ti = Ts, Tis
-    else:
-        Ar, Br, Cr, Dr = mats
-        Bu, Cu = V2 @ G.B, G.C @ W2
-        mats = (sla.block_diag(Ar, Au), np.vstack([Br, Bu]), np.hstack([Cr, Cu]), Dr)
-        T = np.hstack([W1 @ Ts, W2])
-        Ti = np.vstack([Tis @ V1, V2])
-    return _finish(G, mats, T, Ti, hsv, bounds, r + nu, lower, method, match_dc, nu, nmin,
-                   was_control)
+    Gs = split.stable_part(G)
+    Fs = stable_gramian_factors(Gs, schur=SchurForm(split.As, np.eye(split.ns)))
+    red = _reduce_stable(Gs, Fs.Lc, Fs.Lo, rule.shifted(nu), method, match_dc, stacklevel=3,
+                         rho=Fs.rho)
+    Bu, Cu = split.V2 @ G.B, G.C @ split.W2
+    reduced = DiscreteLTI(sla.block_diag(red.A, split.Au), np.vstack([red.B, Bu]),
+                          np.hstack([red.C, Cu]), red.D, G.dt)
+    T = np.hstack([split.W1 @ red.T, split.W2])
+    Ti = np.vstack([red.Ti @ split.V1, split.V2])
+    return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control)
 
 
 def balanced_truncation_from_factors(
-    sys, Lc, Lo, *, order=None, tol=None, method: str = "auto", match_dc: bool = False
+    sys, Lc, Lo, *, order=None, tol=None, rel_tol=None, method: str = "auto",
+    match_dc: bool = False,
 ) -> BalancedTruncation:
     """Balanced truncation with given Gramian factors (e.g. data-driven or empirical).
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
+    sys : DiscreteLTI, python-control system or tuple
         System with n states.
     Lc : array_like, shape (n, kc)
         Factor of the controllability Gramian used, ``P = Lc Lc^T`` (e.g. of an
         input-weighted, data-driven state covariance).
     Lo : array_like, shape (n, ko)
         Factor of the observability Gramian, ``Q = Lo Lo^T``.
-    order, tol, method, match_dc
+    order, tol, rel_tol, method, match_dc
         As in :func:`balanced_truncation`.
 
     Returns
@@ -693,13 +659,11 @@ def balanced_truncation_from_factors(
     True
     """
     method = _check_method(method)
-    was_control = not isinstance(sys, DiscreteLTI)
+    was_control = is_control_system(sys)
     G = as_discrete_system(sys)
     Lc = _check_factor("Lc", Lc, G.n)
     Lo = _check_factor("Lo", Lo, G.n)
-    order, tol = _check_order_tol(order, tol, G.n)
-    mats, T, Ti, hsv, bounds, r, lower, method, nmin = _reduce_stable(
-        G.A, G.B, G.C, G.D, Lc, Lo, order, tol, method, match_dc, stacklevel=3
-    )
-    return _finish(G, mats, T, Ti, hsv, bounds, r, lower, method, match_dc, 0, nmin,
-                   was_control)
+    rule = _check_rule(order, tol, rel_tol, G.n)
+    red = _reduce_stable(G, Lc, Lo, rule, method, match_dc, stacklevel=3)
+    reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
+    return _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, was_control)

@@ -13,38 +13,114 @@ horizon T (what an adapter with a context of T tokens sees): the same sums over
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
 
-from lti.exceptions import InvalidArgumentError
-from lti.lyapunov import (
-    _SMITH_AUTO_ITER,
-    _SMITH_MAX_GROWTH,
-    _SMITH_MAX_N,
-    _smith_factors,
-    lyapunov_factor,
-    real_schur,
-    solve_discrete_lyapunov,
-)
-from lti.system import DiscreteLTI
+from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factors
+from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
+from lti.system import DiscreteLTI, as_discrete_system
 
-__all__ = ["controllability_gramian", "gramian_factors", "observability_gramian"]
+__all__ = [
+    "GramianFactors",
+    "controllability_gramian",
+    "gramian_factors",
+    "observability_gramian",
+    "stable_gramian_factors",
+]
 
 
-def _as_system(sys) -> DiscreteLTI:
-    if isinstance(sys, DiscreteLTI):
-        return sys
-    try:
-        import control
-    except ImportError:
-        control = None
-    if control is not None and isinstance(sys, control.StateSpace):
-        return DiscreteLTI.from_control(sys)
-    raise InvalidArgumentError(
-        f"`sys` must be a DiscreteLTI (or a discrete python-control StateSpace); got "
-        f"{type(sys).__name__}"
-    )
+# ------------------------------------------------------------ infinite horizon factors
+
+
+@dataclass(frozen=True, eq=False)
+class GramianFactors:
+    """Infinite-horizon Gramian factors of a stable system, ``P = Lc Lc^T``, ``Q = Lo Lo^T``.
+
+    Attributes
+    ----------
+    Lc, Lo : ndarray, shape (n, n)
+        Controllability and observability factors.
+    rho : float
+        The spectral radius of ``A`` (Schur or diagonal path) or, on the factored
+        squared-Smith path, an upper bound of it read off the powers ``||A^(2^k)||_F``.
+    path : str
+        ``"smith"``, ``"schur"`` or ``"diagonal"``: how the factors were computed.
+    """
+
+    Lc: np.ndarray
+    Lo: np.ndarray
+    rho: float
+    path: str
+
+
+def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) -> GramianFactors:
+    """Both infinite-horizon Gramian factors of a stable system, the one place they are made.
+
+    Parameters
+    ----------
+    G : DiscreteLTI
+        The system (n states).
+    schur : SchurForm, optional
+        Real Schur form of ``G.A`` to use (e.g. ``SchurForm(T, I)`` for a quasi-triangular
+        ``A``); skips the squared-Smith attempt.
+
+    Returns
+    -------
+    GramianFactors
+
+    Raises
+    ------
+    UnstableSystemError
+        Spectral radius of ``A`` >= 1 (the measured value is in the message).
+    SolverError
+        The factors are not finite.
+
+    Notes
+    -----
+    Diagonal ``A``: the closed-form diagonal recursion. Dense ``A`` with
+    ``n <= SMITH_MAX_N`` (and no `schur`): one factored squared-Smith pass sharing the
+    powers of ``A`` between both factors, accepted only when it converges within
+    ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)``
+    (its convergence certifies stability). Otherwise ONE real Schur decomposition of
+    ``A`` serves the stability test and both Hammarling solves. ``B`` and ``C`` are scaled
+    to unit size inside (the factors scale linearly), so tiny or huge data neither
+    underflow nor overflow in the solvers.
+    """
+    n = G.n
+    if n == 0:
+        return GramianFactors(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, "diagonal")
+    diagonal = schur is None and G.is_diagonal
+    if schur is None and not diagonal and n <= SMITH_MAX_N:
+        out = smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=SMITH_AUTO_ITER,
+                            max_growth=SMITH_MAX_GROWTH)
+        if out is not None:
+            (Lc, Lo), rho = out
+            return GramianFactors(Lc, Lo, float(rho), "smith")
+    if diagonal:
+        rho = float(np.max(np.abs(np.diag(G.A))))
+    else:
+        if schur is None:
+            schur = real_schur(G.A)
+        rho = float(np.max(np.abs(schur.eigenvalues())))
+    if not rho < 1.0:
+        raise UnstableSystemError(
+            f"infinite-horizon Gramians need a Schur-stable system: `sys.A` must have "
+            f"spectral radius < 1; got {rho:.6g}"
+        )
+    b = float(np.max(np.abs(G.B), initial=0.0))
+    c = float(np.max(np.abs(G.C), initial=0.0))
+    Lc = lyapunov_factor(G.A, G.B / b, schur=schur) * b if b > 0 else np.zeros((n, n))
+    Lo = (lyapunov_factor(G.A, G.C.T / c, transpose=True, schur=schur) * c if c > 0
+          else np.zeros((n, n)))
+    if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
+        raise SolverError(
+            "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
+            "entries near the underflow threshold can cause this)"
+        )
+    return GramianFactors(Lc, Lo, rho, "diagonal" if diagonal else "schur")
 
 
 def _check_horizon(horizon):
@@ -184,8 +260,8 @@ def controllability_gramian(sys, *, horizon: int | None = None, factor: bool = F
 
     Parameters
     ----------
-    sys : DiscreteLTI
-        The system (a discrete python-control ``StateSpace`` is converted).
+    sys : DiscreteLTI, python-control system or tuple
+        The system (converted by :func:`lti.system.as_discrete_system`).
     horizon : int, optional
         ``None``: infinite horizon (needs Schur-stable ``A``; solves
         ``A P A^T - P + B B^T = 0``). A positive int T: the sum over ``k < T``, for any
@@ -232,7 +308,7 @@ def controllability_gramian(sys, *, horizon: int | None = None, factor: bool = F
     >>> bool(np.allclose(P3, S, rtol=1e-14, atol=0))
     True
     """
-    return _gramian(_as_system(sys), horizon, factor, transpose=False)
+    return _gramian(as_discrete_system(sys), horizon, factor, transpose=False)
 
 
 def observability_gramian(sys, *, horizon: int | None = None, factor: bool = False):
@@ -240,8 +316,8 @@ def observability_gramian(sys, *, horizon: int | None = None, factor: bool = Fal
 
     Parameters
     ----------
-    sys : DiscreteLTI
-        The system (a discrete python-control ``StateSpace`` is converted).
+    sys : DiscreteLTI, python-control system or tuple
+        The system (converted by :func:`lti.system.as_discrete_system`).
     horizon : int, optional
         ``None``: infinite horizon (solves ``A^T Q A - Q + C^T C = 0``); a positive int T:
         the sum over ``k < T``.
@@ -272,7 +348,7 @@ def observability_gramian(sys, *, horizon: int | None = None, factor: bool = Fal
     >>> bool(np.linalg.norm(G.A.T @ Q @ G.A - Q + G.C.T @ G.C) < 1e-14)
     True
     """
-    return _gramian(_as_system(sys), horizon, factor, transpose=True)
+    return _gramian(as_discrete_system(sys), horizon, factor, transpose=True)
 
 
 def gramian_factors(sys, *, horizon: int | None = None):
@@ -280,8 +356,8 @@ def gramian_factors(sys, *, horizon: int | None = None):
 
     Parameters
     ----------
-    sys : DiscreteLTI
-        The system.
+    sys : DiscreteLTI, python-control system or tuple
+        The system (converted by :func:`lti.system.as_discrete_system`).
     horizon : int, optional
         ``None`` (infinite, stable ``A``) or a positive int T (sums over ``k < T``).
 
@@ -315,20 +391,10 @@ def gramian_factors(sys, *, horizon: int | None = None):
     >>> bool(max(rc, ro) < 1e-13)
     True
     """
-    G = _as_system(sys)
+    G = as_discrete_system(sys)
     horizon = _check_horizon(horizon)
     if horizon is not None:
         Lc, Lo = _finite_factors(G.A, G.is_diagonal, [G.B, G.C.T], horizon, [False, True])
         return Lc, Lo
-    if G.is_diagonal:
-        a = np.diag(G.A)
-        return lyapunov_factor(a, G.B), lyapunov_factor(a, G.C.T, transpose=True)
-    if 0 < G.n <= _SMITH_MAX_N:  # small: one factored Smith pass shares the powers of A
-        out = _smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=_SMITH_AUTO_ITER,
-                             max_growth=_SMITH_MAX_GROWTH)
-        if out is not None:
-            return out[0][0], out[0][1]
-    S = real_schur(G.A)
-    Lc = lyapunov_factor(G.A, G.B, schur=S)
-    Lo = lyapunov_factor(G.A, G.C.T, transpose=True, schur=S)
-    return Lc, Lo
+    F = stable_gramian_factors(G)
+    return F.Lc, F.Lo

@@ -14,17 +14,26 @@ Solvers
     Clipped symmetric eigendecomposition of a given positive semidefinite matrix.
 ``real_schur``
     ``A = Z T Z^T``, shared by several solves (both Gramian factors of one system).
+
+Where the algorithms live: :mod:`lti._schur` (Schur form), :mod:`lti._stein`
+(Bartels-Stewart and Smith for ``X``), :mod:`lti._hammarling` (Hammarling's factor),
+:mod:`lti._smith` (factored squared Smith), :mod:`lti._slycot` (SLICOT backend); this
+module validates the input, chooses the method and re-exports the Schur form.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import blas, lapack
+from scipy.linalg import blas
 
+from lti._hammarling import compress_rows, hammarling_dense, hammarling_diagonal, real_gram_factor
+from lti._schur import SchurForm, ct, real_schur, rotate_columns
+from lti._slycot import factor_slycot, solve_slycot
+from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factor
+from lti._stein import REFINE_RTOL, smith_solve, solve_schur
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
@@ -34,12 +43,7 @@ from lti._validation import (
     spectral_radius,
     symmetrize_,
 )
-from lti.exceptions import (
-    InvalidArgumentError,
-    MissingDependencyError,
-    ShapeError,
-    SolverError,
-)
+from lti.exceptions import InvalidArgumentError, ShapeError, SolverError
 
 __all__ = [
     "SchurForm",
@@ -49,143 +53,7 @@ __all__ = [
     "solve_discrete_lyapunov",
 ]
 
-_LEAF = 48  # leaf size of the recursive Stein solvers
-_PANEL = 64  # steps between re-packing the active block in Hammarling's method
 
-
-# ---------------------------------------------------------------------------- Schur form
-@dataclass(frozen=True, eq=False)
-class SchurForm:
-    """Real Schur decomposition ``A = Z T Z^T`` (``T`` upper quasi-triangular, ``Z``
-    orthogonal), computed once and shared by several Lyapunov solves.
-
-    Attributes
-    ----------
-    T : ndarray, shape (n, n)
-        Upper quasi-triangular factor (1x1 and 2x2 diagonal blocks, standard form).
-    Z : ndarray, shape (n, n)
-        Orthogonal factor.
-    """
-
-    T: np.ndarray
-    Z: np.ndarray
-
-    @property
-    def n(self) -> int:
-        """Order of the matrix."""
-        return self.T.shape[0]
-
-    def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues read off the diagonal blocks of ``T``, shape (n,), complex."""
-        return _quasi_triangular_eigvals(self.T)
-
-    def complex_form(self):
-        """Complex Schur form ``(Tc, Zc)`` with ``A = Zc Tc Zc^H``, ``Tc`` triangular (cached)."""
-        Tc, Zc, _, _ = self._complex()
-        return Tc, Zc
-
-    def _complex(self):
-        """``(Tc, Zc, idx, G)``: ``Zc = Z blockdiag(G_k^H)`` on the pairs ``(idx_k - 1, idx_k)``."""
-        cached = self.__dict__.get("_complex_cache")
-        if cached is None:
-            if np.iscomplexobj(self.T):
-                cached = (self.T, self.Z, np.zeros(0, dtype=int), np.zeros((0, 2, 2)))
-            else:
-                cached = _to_complex_schur(self.T, self.Z)
-            object.__setattr__(self, "_complex_cache", cached)
-        return cached
-
-
-def _to_complex_schur(T: np.ndarray, Z: np.ndarray):
-    """Real -> complex Schur form by one unitary rotation per 2x2 block (as ``rsf2csf``).
-
-    The blocks sit on disjoint index pairs, so the rotations commute and are applied all
-    at once. Returns ``(Tc, Zc, idx, G)`` with ``Tc = Gf^H T Gf``, ``Zc = Z Gf`` where
-    ``Gf`` is block diagonal with blocks ``G_k^H`` on rows/columns ``(idx_k - 1, idx_k)``.
-    """
-    n = T.shape[0]
-    idx = np.flatnonzero(np.diag(T, -1)) + 1 if n > 1 else np.zeros(0, dtype=int)
-    Tc = T.astype(np.complex128)
-    Zc = Z.astype(np.complex128)
-    if idx.size == 0:
-        return Tc, Zc, idx, np.zeros((0, 2, 2), dtype=np.complex128)
-    a, b = T[idx - 1, idx - 1], T[idx - 1, idx]
-    c, d = T[idx, idx - 1], T[idx, idx]
-    scale = np.max(np.abs([a, b, c, d]), axis=0)  # rotations are scale invariant
-    a, b, c, d = a / scale, b / scale, c / scale, d / scale
-    lam = 0.5 * (a + d) + np.sqrt((0.25 * (a - d) ** 2 + b * c).astype(np.complex128))
-    mu = lam - d
-    r = np.hypot(np.abs(mu), np.abs(c))
-    cs, sn = mu / r, c / r
-    G = np.empty((idx.size, 2, 2), dtype=np.complex128)
-    G[:, 0, 0], G[:, 0, 1], G[:, 1, 0], G[:, 1, 1] = np.conj(cs), sn, -sn, cs
-    i0, i1 = idx - 1, idx
-    r0, r1 = Tc[i0].copy(), Tc[i1].copy()  # rows: T <- G T
-    Tc[i0] = G[:, 0, 0, None] * r0 + G[:, 0, 1, None] * r1
-    Tc[i1] = G[:, 1, 0, None] * r0 + G[:, 1, 1, None] * r1
-    Tc = _rotate_columns(Tc, idx, np.conj(np.swapaxes(G, 1, 2)))  # T <- T G^H
-    Zc = _rotate_columns(Zc, idx, np.conj(np.swapaxes(G, 1, 2)))  # Z <- Z G^H
-    Tc[i1, i0] = 0.0
-    return np.triu(Tc), Zc, idx, G
-
-
-def _rotate_columns(M: np.ndarray, idx: np.ndarray, H: np.ndarray) -> np.ndarray:
-    """Return ``M`` with column pairs ``(idx_k - 1, idx_k)`` multiplied by the 2x2 ``H_k``."""
-    M = M.astype(np.result_type(M, H), copy=True)
-    if idx.size == 0:
-        return M
-    c0, c1 = M[:, idx - 1].copy(), M[:, idx].copy()
-    M[:, idx - 1] = c0 * H[None, :, 0, 0] + c1 * H[None, :, 1, 0]
-    M[:, idx] = c0 * H[None, :, 0, 1] + c1 * H[None, :, 1, 1]
-    return M
-
-
-def real_schur(A) -> SchurForm:
-    """Real Schur decomposition of a square matrix, for reuse across solves.
-
-    Parameters
-    ----------
-    A : array_like, shape (n, n)
-        Real square matrix (complex input gives the complex Schur form).
-
-    Returns
-    -------
-    SchurForm
-        ``A = Z T Z^T`` (``Z T Z^H`` for complex input).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from lti import real_schur
-    >>> A = np.array([[0.5, 1.0], [-0.4, 0.2]])
-    >>> S = real_schur(A)
-    >>> bool(np.linalg.norm(S.Z @ S.T @ S.Z.T - A) < 1e-14)
-    True
-    """
-    A = as_float_matrix("A", A, allow_complex=True)
-    check_square("A", A)
-    if np.iscomplexobj(A):
-        T, Z = sla.schur(A, output="complex", check_finite=False)
-    else:
-        T, Z = sla.schur(A, output="real", check_finite=False)
-    return SchurForm(T, Z)
-
-
-def _quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:
-    n = T.shape[0]
-    ev = np.diag(T).astype(np.complex128)
-    if np.iscomplexobj(T) or n < 2:
-        return ev
-    sub = np.flatnonzero(np.diag(T, -1))
-    for k in sub:  # 2x2 block at rows (k, k+1)
-        a, b, c, d = T[k, k], T[k, k + 1], T[k + 1, k], T[k + 1, k + 1]
-        half_tr = 0.5 * (a + d)
-        disc = np.sqrt(complex(0.25 * (a - d) ** 2 + b * c))
-        ev[k], ev[k + 1] = half_tr + disc, half_tr - disc
-    return ev
-
-
-# --------------------------------------------------------------------- validation
 _SOLVE_METHODS = ("auto", "diagonal", "schur", "smith", "slycot")
 _FACTOR_METHODS = ("auto", "diagonal", "hammarling", "smith", "slycot")
 
@@ -210,121 +78,6 @@ def _state_matrix(A):
     return M, None
 
 
-def _import_slycot():
-    try:
-        import slycot
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingDependencyError(
-            'method="slycot" needs slycot; install it with pip install "lti-adapters[control]"'
-        ) from exc
-    return slycot
-
-
-# -------------------------------------------------------------- recursive Stein solvers
-def _ct(M: np.ndarray) -> np.ndarray:
-    return M.conj().T if np.iscomplexobj(M) else M.T
-
-
-class _SteinRecursion:
-    """Recursive blocked solver for ``T X T^H - X + Q = 0`` on a (quasi-)triangular ``T``.
-
-    Index ranges ``[lo, hi)`` of ``T`` are bisected without cutting 2x2 blocks; couplings
-    between halves are matrix products (level-3). At the leaves (at most ``_LEAF``
-    states) the small diagonal blocks are brought to complex triangular form once
-    (cached; unitary, so backward stable) and the leaf equation is solved column by
-    column with triangular solves.
-    """
-
-    def __init__(self, T: np.ndarray):
-        self.T = T
-        self.real = not np.iscomplexobj(T)
-        self._leaf_forms: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
-
-    def _split(self, lo: int, hi: int) -> int:
-        h = lo + (hi - lo) // 2
-        if self.T[h, h - 1] != 0:
-            h += 1
-        return h
-
-    def _leaf_form(self, lo: int, hi: int):
-        key = (lo, hi)
-        form = self._leaf_forms.get(key)
-        if form is None:
-            Tb = self.T[lo:hi, lo:hi]
-            if self.real and np.any(np.diag(Tb, -1)):
-                Tc, G = _to_complex_schur(Tb, np.eye(hi - lo))[:2]
-            else:
-                Tc, G = Tb.astype(np.complex128), None
-            form = (np.asfortranarray(Tc), G)
-            self._leaf_forms[key] = form
-        return form
-
-    def leaf(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
-        """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small."""
-        T1, G1 = self._leaf_form(*r1)
-        T2, G2 = self._leaf_form(*r2)
-        k1, k2 = R.shape
-        Rt = R.astype(np.complex128)
-        if G1 is not None:
-            Rt = _ct(G1) @ Rt
-        if G2 is not None:
-            Rt = Rt @ G2
-        Y = np.empty((k1, k2), dtype=np.complex128, order="F")
-        trsv = blas.ztrsv
-        T2c = T2.conj()
-        for j in range(k2 - 1, -1, -1):
-            rhs = -Rt[:, j]
-            if j + 1 < k2:
-                rhs = rhs - T1 @ (Y[:, j + 1 :] @ T2c[j, j + 1 :])
-            M = T2c[j, j] * T1  # F-ordered copy
-            M.reshape(-1, order="F")[:: k1 + 1] -= 1.0
-            Y[:, j] = trsv(M, rhs, overwrite_x=1)
-        if G1 is not None:
-            Y = G1 @ Y
-        if G2 is not None:
-            Y = Y @ _ct(G2)
-        return Y.real if self.real else Y
-
-    def sylvester(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
-        """``T1 Y T2^H - Y + R = 0`` on the ranges ``r1``, ``r2`` of ``T``."""
-        (lo1, hi1), (lo2, hi2) = r1, r2
-        k1, k2 = hi1 - lo1, hi2 - lo2
-        T = self.T
-        if k1 <= _LEAF and k2 <= _LEAF:
-            return self.leaf(r1, r2, R)
-        if k1 >= k2:
-            h = self._split(lo1, hi1)
-            Y2 = self.sylvester((h, hi1), r2, R[h - lo1 :])
-            R1 = R[: h - lo1] + T[lo1:h, h:hi1] @ (Y2 @ _ct(T[lo2:hi2, lo2:hi2]))
-            Y1 = self.sylvester((lo1, h), r2, R1)
-            return np.vstack([Y1, Y2])
-        h = self._split(lo2, hi2)
-        Y2 = self.sylvester(r1, (h, hi2), R[:, h - lo2 :])
-        R1 = R[:, : h - lo2] + (T[lo1:hi1, lo1:hi1] @ Y2) @ _ct(T[lo2:h, h:hi2])
-        Y1 = self.sylvester(r1, (lo2, h), R1)
-        return np.hstack([Y1, Y2])
-
-    def symmetric(self, r: tuple[int, int], Q: np.ndarray) -> np.ndarray:
-        """``T_r X T_r^H - X + Q = 0`` for Hermitian ``Q`` on the range ``r`` of ``T``."""
-        lo, hi = r
-        if hi - lo <= _LEAF:
-            X = self.leaf(r, r, Q)
-            return 0.5 * (X + _ct(X))
-        h = self._split(lo, hi)
-        k = h - lo
-        T11, T12, T22 = self.T[lo:h, lo:h], self.T[lo:h, h:hi], self.T[h:hi, h:hi]
-        X22 = self.symmetric((h, hi), Q[k:, k:])
-        W = T12 @ X22
-        X12 = self.sylvester((lo, h), (h, hi), Q[:k, k:] + W @ _ct(T22))
-        V = (T11 @ X12) @ _ct(T12)
-        Q11 = Q[:k, :k] + V + _ct(V) + W @ _ct(T12)
-        X11 = self.symmetric((lo, h), 0.5 * (Q11 + _ct(Q11)))
-        X = np.empty((hi - lo, hi - lo), dtype=X22.dtype)
-        X[:k, :k], X[:k, k:], X[k:, :k], X[k:, k:] = X11, X12, _ct(X12), X22
-        return X
-
-
-# ------------------------------------------------------------------------ X solvers
 def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     """Solve the discrete Lyapunov (Stein) equation ``A X A^T - X + Q = 0``.
 
@@ -420,369 +173,20 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         den = np.multiply.outer(a, np.conj(a) if np.iscomplexobj(a) else a)
         np.subtract(1.0, den, out=den)
         X = np.divide(Qm, den, out=den if den.dtype == np.result_type(Qm, den) else None)
-        return _symmetrise(X) if asym > 0 else X
+        return symmetrize_(X) if asym > 0 else X
     if M is None:
         M = np.diag(a)
     if method == "schur":
-        return _solve_schur(M, Qm, refine=True)
+        return solve_schur(M, Qm, refine=True)
     if method == "smith":
         check_stable("A", M)
-        X = _symmetrise(_smith(M, Qm))
-        R = _symmetrise((M @ X) @ _ct(M) - X + Qm)  # one refinement step, as for "schur"
-        if np.linalg.norm(R) > _REFINE_RTOL * np.linalg.norm(Qm):
-            X = _symmetrise(X + _smith(M, R))
+        X = symmetrize_(smith_solve(M, Qm))
+        R = symmetrize_((M @ X) @ ct(M) - X + Qm)  # one refinement step, as for "schur"
+        if np.linalg.norm(R) > REFINE_RTOL * np.linalg.norm(Qm):
+            X = symmetrize_(X + smith_solve(M, R))
         return X
-    return _solve_slycot(M, Qm)
+    return solve_slycot(M, Qm)
 
-
-def _symmetrise(X: np.ndarray) -> np.ndarray:
-    """``(X + X^H) / 2`` computed in place: only for freshly computed ``X``."""
-    return symmetrize_(X)
-
-
-_REFINE_RTOL = 1e-13  # one refinement step when ||A X A^H - X + Q||_F exceeds this * ||Q||_F
-
-
-def _solve_schur(
-    M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None, *, refine: bool = False
-) -> np.ndarray:
-    n = M.shape[0]
-    if n == 0:
-        return np.zeros((0, 0), dtype=np.result_type(M, Q))
-    if schur is None:
-        schur = real_schur(M)
-    check_stable("A", None, rho=float(np.max(np.abs(schur.eigenvalues()))))
-    T, Z = schur.T, schur.Z
-    if np.iscomplexobj(Q) and not np.iscomplexobj(T):
-        T, Z = schur.complex_form()
-    recursion = _SteinRecursion(T)
-
-    def solve(R):
-        Y = recursion.symmetric((0, n), _symmetrise(_ct(Z) @ R @ Z))
-        return _symmetrise(Z @ Y @ _ct(Z))
-
-    X = solve(Q)
-    if refine:
-        R = _symmetrise((M @ X) @ _ct(M) - X + Q)
-        if np.linalg.norm(R) > _REFINE_RTOL * np.linalg.norm(Q):
-            X = _symmetrise(X + solve(R))
-    return X
-
-
-def _smith(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndarray:
-    X = Q.copy()
-    Ak = M.copy()
-    eps = np.finfo(np.float64).eps
-    for _ in range(max_iter):
-        dX = Ak @ X @ _ct(Ak)
-        X = X + dX
-        if not np.all(np.isfinite(X)):
-            raise SolverError(
-                'method="smith" overflowed (the powers of `A` grow before they decay: '
-                f"spectral radius {spectral_radius(M):.6g}); use method=\"schur\""
-            )
-        if np.linalg.norm(dX) <= eps * np.linalg.norm(X):
-            return X
-        Ak = Ak @ Ak
-    raise SolverError(
-        f'method="smith" did not converge in {max_iter} doublings (spectral radius '
-        f"{spectral_radius(M):.6g})"
-    )
-
-
-def _solve_slycot(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    slycot = _import_slycot()
-    if np.iscomplexobj(M) or np.iscomplexobj(Q):
-        raise InvalidArgumentError('method="slycot" needs real `A` and `Q`')
-    n = M.shape[0]
-    if n == 0:
-        return np.zeros((0, 0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _, _, X, scale, _, _, w = slycot.sb03md57(
-            M.copy(), C=-Q.copy(), dico="D", job="X", fact="N", trana="T"
-        )
-    check_stable("A", None, rho=float(np.max(np.abs(w))))
-    return _symmetrise(X / scale)
-
-
-# ------------------------------------------------------------------ Hammarling factor
-def _scaled_unit(c: np.ndarray):
-    """``(||c||, c / ||c||)`` without under/overflow (``(0, None)`` for ``c = 0``).
-
-    Hammarling's reflection needs ``||[c / nu; alpha]|| = 1`` to working accuracy even
-    when ``c`` has decayed to subnormal size; a plain ``sqrt(sum c^2)`` loses all digits
-    there and corrupts the remaining right-hand side.
-    """
-    cmax = float(np.max(np.abs(c), initial=0.0))
-    if cmax == 0.0:
-        return 0.0, None
-    if np.iscomplexobj(c):  # complex / real would form 1 / cmax: overflow for subnormal cmax
-        cs = np.empty_like(c)
-        cs.real, cs.imag = c.real / cmax, c.imag / cmax
-    else:
-        cs = c / cmax
-    nrm = float(np.sqrt(np.real(np.vdot(cs, cs))))
-    return cmax * nrm, cs / nrm
-
-
-def _hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """Hammarling's method for ``A^H X A - X + C^H C = 0``, ``A`` upper triangular.
-
-    Returns upper triangular ``U`` (n, n) with ``X = U^H U``. Row j of ``U`` is found from
-    the 1x1 leading block, a shifted triangular solve with the trailing block of ``A^H``
-    and a Householder update that keeps the right-hand side factor at m rows.
-    """
-    n = A.shape[0]
-    m = C.shape[0]
-    dtype = np.result_type(A, C, np.float64)
-    A = A.astype(dtype, copy=False)
-    C = np.array(C, dtype=dtype, order="F", copy=True)
-    # a column of the right-hand side factor below this level is dropped: it changes
-    # C^H C by less than 1e-3 eps relative, so the residual is unaffected
-    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
-    WH = np.asfortranarray(_ct(A))  # lower triangular A^H
-    U = np.zeros((n, n), dtype=dtype)
-    trsv, trmv = (blas.ztrsv, blas.ztrmv) if np.iscomplexobj(A) else (blas.dtrsv, blas.dtrmv)
-    start, W, Wdiag = 0, None, None
-    tiny = 1e-290
-    for j in range(n):
-        alpha = A[j, j]
-        c = C[:, j]
-        cn, chat = _scaled_unit(c)
-        s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
-        if j == n - 1:
-            U[j, j] = cn / s
-            break
-        if cn <= negligible:
-            continue
-        nu = cn / s
-        chat_s = chat * s  # c / nu
-        a = np.conj(A[j, j + 1 :])
-        C2 = C[:, j + 1 :]
-        rhs = -(_ct(C2) @ chat_s) - (alpha * nu) * a
-        # active block of A^H: rows/cols j+1.. ; re-pack a contiguous copy every _PANEL steps
-        if W is None or j + 1 - start >= _PANEL:
-            start = j + 1
-            W = np.asfortranarray(WH[start:, start:])
-            Wdiag = W.reshape(-1, order="F")[:: W.shape[0] + 1]
-        off = j + 1 - start
-        K = W.shape[0]
-        if abs(alpha) < tiny:
-            u = -rhs
-            AHu = None
-        else:
-            x = np.zeros(K, dtype=dtype)
-            x[off:] = rhs / alpha
-            d0 = Wdiag.copy()
-            Wdiag -= 1.0 / alpha  # (A2^H - I/alpha) u = rhs/alpha
-            x = trsv(W, x, lower=1, overwrite_x=1)
-            Wdiag[:] = d0
-            u = x[off:]
-            AHu = (rhs + u) / alpha if abs(alpha) >= 0.5 else None
-        if AHu is None:
-            x = np.zeros(K, dtype=dtype)
-            x[off:] = u
-            AHu = trmv(W, x, lower=1, overwrite_x=1)[off:]
-        U[j, j] = nu
-        U[j, j + 1 :] = np.conj(u)
-        y = nu * a + AHu
-        # Householder H with H w = beta e_last, w = [c / nu; alpha] (unit norm);
-        # the first m rows of H [C2; y^H] are the new right-hand side factor.
-        w = np.empty(m + 1, dtype=dtype)
-        w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
-        v = w.copy()
-        v[m] += phase * np.linalg.norm(w)
-        vv = np.real(np.vdot(v, v))
-        coef = (2.0 / vv) * (np.conj(v[:m]) @ C2 + np.conj(v[m]) * np.conj(y))  # v^H M
-        C[:, j + 1 :] = C2 - np.outer(v[:m], coef)
-    return U
-
-
-def _hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """Hammarling's method for diagonal ``A = diag(d)``: ``A^H X A - X + C^H C = 0``.
-
-    Same recursion as :func:`_hammarling_dense` with elementwise solves; returns upper
-    triangular ``U`` with ``X = U^H U``, real when ``d`` and ``C`` are real.
-    """
-    n = d.size
-    m = C.shape[0]
-    dtype = np.result_type(d, C, np.float64)
-    C = np.array(C, dtype=dtype, order="F", copy=True)
-    # a column of the right-hand side factor below this level is dropped: it changes
-    # C^H C by less than 1e-3 eps relative, so the residual is unaffected
-    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
-    U = np.zeros((n, n), dtype=dtype)
-    dc = np.conj(d)
-    tiny = 1e-290
-    for j in range(n):
-        alpha = d[j]
-        c = C[:, j]
-        cn, chat = _scaled_unit(c)
-        s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
-        if j == n - 1:
-            U[j, j] = cn / s
-            break
-        if cn <= negligible:
-            continue
-        nu = cn / s
-        chat_s = chat * s
-        C2 = C[:, j + 1 :]
-        rhs = -(_ct(C2) @ chat_s)
-        u = rhs / (alpha * dc[j + 1 :] - 1.0)
-        y = dc[j + 1 :] * u
-        U[j, j] = nu
-        U[j, j + 1 :] = np.conj(u)
-        w = np.empty(m + 1, dtype=dtype)
-        w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
-        v = w.copy()
-        v[m] += phase * np.linalg.norm(w)
-        vv = np.real(np.vdot(v, v))
-        coef = (2.0 / vv) * (np.conj(v[:m]) @ C2 + np.conj(v[m]) * np.conj(y))
-        C[:, j + 1 :] = C2 - np.outer(v[:m], coef)
-    return U
-
-
-# ----------------------------------------------------------- factored squared Smith
-_SMITH_MAX_N = 128  # method="auto" tries the factored Smith iteration up to this order
-_SMITH_AUTO_ITER = 12  # ... with at most this many squarings (rho^4096 <= eps: rho < ~0.99)
-# ... and while ||A^(2^k)||_F <= this * sqrt(n): benign dense A (||A||_F ~ rho sqrt(n), powers
-# decaying) pass, transient growth does not -- Smith's rounding scales with max_k ||A^(2^k)||, so
-# strongly non-normal A (growth 1e2..1e4 seen: residuals up to 1000x SB03OD's) go to Hammarling.
-_SMITH_MAX_GROWTH = 8.0
-
-
-def _smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float):
-    """Factors of ``sum_k M^k B B^T (M^T)^k`` (``M^T`` for ``transpose``) by squared Smith.
-
-    ``L_{k+1} = [L_k, A_k L_k]`` compressed to its triangular QR factor (a sum of PSD
-    terms, no subtraction), ``A_{k+1} = A_k^2`` shared by all right-hand sides; stops when
-    every ``||A_k L_k||_F <= eps ||L_k||_F`` and ``||A_k||_F < 1`` (which certifies
-    ``rho(M) < 1``). Returns ``(factors, rho_bound)`` with ``rho_bound = min_k
-    ||A_k||_F^(2^-k) >= rho(M)``, or ``None`` when that does not happen within
-    ``max_iter`` squarings, ``||A_k||_F`` exceeds ``max_growth * sqrt(n)`` or a factor is not
-    finite.
-    """
-    n = M.shape[0]
-    eps = np.finfo(np.float64).eps
-    nb = min(n, 16)  # block size of the structured QR (fastest for small n)
-    # Rt[i] = L_i^T: (w, n) while narrow, then (n, n) upper triangular (Fortran order)
-    # each right-hand side scaled to max|B| = 1 (the factor scales linearly), so that tiny
-    # or huge data neither underflow nor overflow in the norms of the stopping test
-    scales = [float(np.max(np.abs(B), initial=0.0)) for B in Bs]
-    Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
-    Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
-    r2 = [_fro2(R) for R in Rt]  # ||L_k||_F^2: QR keeps it, each step adds ||A_k L_k||_F^2
-    todo = list(range(len(Bs)))
-    Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
-    rho_bound, root = np.inf, 1.0
-    for _ in range(max_iter):
-        a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
-        if not a <= max_growth * np.sqrt(n):  # also catches NaN
-            return None
-        if a > 0:
-            rho_bound = min(rho_bound, a**root)
-        if a <= eps:  # ||A_k L||_F <= ||A_k||_2 ||L||_F: every factor has converged
-            todo = []
-        for i in list(todo):
-            R = Rt[i]
-            w = R.shape[0]
-            op = Ak if transposes[i] else Ak.T  # (A_k L)^T = L^T op
-            Wt = blas.dtrmm(1.0, R, op) if w == n else R @ op  # R triangular when w == n
-            w2 = _fro2(Wt)
-            if w2 <= eps * eps * r2[i]:
-                todo.remove(i)
-                continue
-            r2[i] += w2
-            if w == n:  # [R; Wt]: triangle over a dense block, structured QR
-                R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
-            elif 2 * w < n:
-                Rt[i] = np.vstack([R, Wt])
-                continue
-            else:
-                R, info = _qr_triangle(np.vstack([R, Wt]), n), 0
-            if info != 0:  # pragma: no cover - LAPACK argument errors only
-                raise SolverError(f"LAPACK dtpqrt failed with info={info}")
-            Rt[i] = R
-        if not todo and a < 1.0:
-            Ls = [_square_factor(R, n) * (b if b > 0 else 1.0)
-                  for R, b in zip(Rt, scales, strict=True)]
-            if not all(np.isfinite(np.sum(L)) for L in Ls):
-                return None
-            return Ls, rho_bound
-        Ak = Ak @ Ak
-        root *= 0.5
-    return None
-
-
-def _fro2(X: np.ndarray) -> float:
-    """Squared Frobenius norm of a contiguous (C or Fortran) array, without a copy."""
-    v = X.ravel(order="K")
-    return float(v @ v)
-
-
-def _smith_scaled(M, B, transpose, max_iter, max_growth):
-    """The factor of one right-hand side by :func:`_smith_factors` (``None`` as there)."""
-    out = _smith_factors(M, [B], [transpose], max_iter=max_iter, max_growth=max_growth)
-    return None if out is None else out[0][0]
-
-
-def _qr_triangle(S: np.ndarray, n: int) -> np.ndarray:
-    """Upper triangular (n, n) ``R`` (Fortran order) with ``R^T R = S^T S``, ``S`` (k >= n, n)."""
-    R, _, _, info = lapack.dgeqrf(S, overwrite_a=1)
-    if info != 0:  # pragma: no cover - LAPACK argument errors only
-        raise SolverError(f"LAPACK dgeqrf failed with info={info}")
-    return np.asfortranarray(np.triu(R[:n]))
-
-
-def _square_factor(Rt: np.ndarray, n: int) -> np.ndarray:
-    """``L = Rt^T`` padded with zero columns to (n, n)."""
-    w = Rt.shape[0]
-    if w == n:
-        return Rt.T
-    L = np.zeros((n, n))
-    L[:, :w] = Rt.T
-    return L
-
-
-def _compress_rows(C: np.ndarray) -> np.ndarray:
-    """Return ``R`` with ``R^H R = C^H C`` and at most n rows."""
-    m, n = C.shape
-    if m <= n:
-        return C
-    return sla.qr(C, mode="r", check_finite=False)[0][:n]
-
-
-def _real_gram_factor(M: np.ndarray) -> np.ndarray:
-    """Upper triangular real ``R`` with ``R^T R = M^H M`` for complex quasi-upper-triangular
-    ``M`` (nonzeros at most one below the diagonal) whose Gram matrix is real.
-
-    ``M^H M = Mr^T Mr + Mi^T Mi``: one Givens rotation per subdiagonal entry makes ``Mr``
-    and ``Mi`` triangular (row rotations leave each Gram matrix unchanged), then LAPACK
-    ``dtpqrt`` computes the QR factor of the stacked triangles in about ``n^3 / 3`` flops.
-    """
-    n = M.shape[0]
-    parts = []
-    for P in (M.real, M.imag):
-        P = np.array(P, order="F", copy=True)
-        if n > 1:
-            k = np.flatnonzero(np.diag(P, -1)) + 1
-            if k.size:
-                x, y = P[k - 1, k - 1], P[k, k - 1]
-                r = np.hypot(x, y)
-                c, s = x / r, y / r
-                r0, r1 = P[k - 1].copy(), P[k].copy()
-                P[k - 1] = c[:, None] * r0 + s[:, None] * r1
-                P[k] = -s[:, None] * r0 + c[:, None] * r1
-        parts.append(np.triu(P))
-    if not np.any(parts[1]):
-        return parts[0]
-    R, _, _, info = lapack.dtpqrt(n, min(64, n), parts[0], parts[1], overwrite_a=1, overwrite_b=1)
-    if info != 0:  # pragma: no cover - LAPACK argument errors only
-        raise SolverError(f"LAPACK dtpqrt failed with info={info}")
-    return np.triu(R)
 
 
 def lyapunov_factor(
@@ -804,8 +208,10 @@ def lyapunov_factor(
     method : {"auto", "diagonal", "hammarling", "smith", "slycot"}, optional
         ``"auto"``: ``"diagonal"`` for diagonal ``A``; for real dense ``A`` with
         ``n <= 128`` (and no `schur` given) ``"smith"`` when it converges within 12
-        squarings with ``||A^(2^k)||_F <= 1e4`` (spectral radius up to about 0.99, mild
-        non-normality), ``"hammarling"`` otherwise (decided by the input only).
+        squarings with every power ``||A^(2^k)||_F <= 8 sqrt(n)`` (the growth guard
+        ``SMITH_MAX_GROWTH`` of :mod:`lti._smith`: spectral radius up to about 0.99 and no
+        transient growth; a dense A with decaying powers has ``||A||_F ~ rho sqrt(n)``),
+        ``"hammarling"`` otherwise (decided by the input only).
         ``"smith"``: factored squared Smith iteration (real data only). ``"slycot"``
         (SB03OD) only when asked for by name.
     transpose : bool, optional
@@ -904,8 +310,8 @@ def lyapunov_factor(
     real = not (np.iscomplexobj(M) or np.iscomplexobj(a) or np.iscomplexobj(Bm))
     if method == "auto":
         method = "diagonal" if a is not None else "hammarling"
-        if method == "hammarling" and real and schur is None and 0 < n <= _SMITH_MAX_N:
-            L = _smith_scaled(M, Bm, transpose, _SMITH_AUTO_ITER, _SMITH_MAX_GROWTH)
+        if method == "hammarling" and real and schur is None and 0 < n <= SMITH_MAX_N:
+            L = smith_factor(M, Bm, transpose, SMITH_AUTO_ITER, SMITH_MAX_GROWTH)
             if L is not None:
                 return L
     if method == "smith":
@@ -916,7 +322,7 @@ def lyapunov_factor(
         if n == 0:
             return np.zeros((0, 0))
         check_stable("A", M)
-        L = _smith_scaled(M, Bm, transpose, 100, np.inf)
+        L = smith_factor(M, Bm, transpose, 100, np.inf)
         if L is None:
             raise SolverError(
                 f'method="smith" did not converge in 100 doublings (spectral radius '
@@ -929,70 +335,44 @@ def lyapunov_factor(
         check_stable("A", a)
         # A X A^H (transpose=False) is Hammarling's form with diag(conj a); A^H X A with a.
         d = a if transpose else np.conj(a)
-        U = _hammarling_diagonal(d, _compress_rows(_ct(Bm)))
-        return _ct(U)
+        U = hammarling_diagonal(d, compress_rows(ct(Bm)))
+        return ct(U)
     if M is None:
         M = np.diag(a)
     if method == "slycot":
-        return _factor_slycot(M, Bm, transpose)
+        return factor_slycot(M, Bm, transpose)
     if n == 0:
         return np.zeros((0, 0))
     if schur is None:
         schur = real_schur(M)
     check_stable("A", None, rho=float(np.max(np.abs(schur.eigenvalues()))))
-    Tc, Zc, idx, G = schur._complex()
-    Bt = _ct(Zc) @ Bm  # (n, m)
+    Tc, Zc, idx, G = schur.complex_parts()
+    Bt = ct(Zc) @ Bm  # (n, m)
     if real and idx.size == 0:  # real eigenvalues only: stay in real arithmetic
         Tc, Bt = Tc.real, Bt.real
     if transpose:
         # Tc^H Y Tc - Y + Bt Bt^H = 0, X = Zc Y Zc^H = Zc U^H U Zc^H
-        U = _hammarling_dense(Tc, _compress_rows(_ct(Bt)))
+        U = hammarling_dense(Tc, compress_rows(ct(Bt)))
         flip = False
     else:
         # Tc Y Tc^H - Y + Bt Bt^H = 0; the reversal P turns it into Hammarling's form with
         # upper triangular P Tc^H P: Y = P U^H U P, X = Zc P U^H U P Zc^H
-        U = _hammarling_dense(_ct(Tc)[::-1, ::-1], _compress_rows(_ct(Bt[::-1])))
+        U = hammarling_dense(ct(Tc)[::-1, ::-1], compress_rows(ct(Bt[::-1])))
         flip = True
     if not real:
-        K = U @ _ct(Zc[:, ::-1] if flip else Zc)
-        return _ct(sla.qr(K, mode="r", check_finite=False)[0][:n])
+        K = U @ ct(Zc[:, ::-1] if flip else Zc)
+        return ct(sla.qr(K, mode="r", check_finite=False)[0][:n])
     # Zc = Z Gf (Gf: 2x2 rotations), so X = Z Mp^H Mp Z^T with the quasi-triangular
     # Mp = U Gf^H (transpose) or P (U P Gf^H) P (flip); Mp^H Mp = R^T R is real.
     Gh = G  # blocks of Gf^H
     if flip:
-        Mp = _rotate_columns(U[:, ::-1], idx, Gh)[:, ::-1]
+        Mp = rotate_columns(U[:, ::-1], idx, Gh)[:, ::-1]
         Zr = schur.Z[:, ::-1]
     else:
-        Mp = _rotate_columns(U, idx, Gh)
+        Mp = rotate_columns(U, idx, Gh)
         Zr = schur.Z
-    R = _real_gram_factor(Mp) if np.iscomplexobj(Mp) else np.triu(Mp)
+    R = real_gram_factor(Mp) if np.iscomplexobj(Mp) else np.triu(Mp)
     return blas.dtrmm(1.0, R, Zr, side=1, trans_a=1)  # Zr @ R^T
-
-
-def _factor_slycot(M: np.ndarray, Bm: np.ndarray, transpose: bool) -> np.ndarray:
-    slycot = _import_slycot()
-    if np.iscomplexobj(M) or np.iscomplexobj(Bm):
-        raise InvalidArgumentError('method="slycot" needs real `A` and `B`')
-    n, m = Bm.shape
-    if n == 0:
-        return np.zeros((0, 0))
-    ld = max(n, m)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if transpose:
-            # op(A) = A: A^T X A - X = -scale^2 B B^T with op(B) = B^T (m x n), X = U^T U
-            Bp = np.zeros((ld, n))
-            Bp[:m] = Bm.T
-            U, scale, w = slycot.sb03od(n, m, M.copy(), np.zeros((n, n)), Bp, "D", trans="N")
-            L = U.T
-        else:
-            # op(A) = A^T: A X A^T - X = -scale^2 B B^T with op(B) = B (n x m), X = U U^T
-            Bp = np.zeros((n, ld))
-            Bp[:, :m] = Bm
-            U, scale, w = slycot.sb03od(n, m, M.copy(), np.zeros((n, n)), Bp, "D", trans="T")
-            L = U
-    check_stable("A", None, rho=float(np.max(np.abs(w))))
-    return L[:n, :n] / scale
 
 
 def psd_factor(X, *, rtol: float | None = None) -> np.ndarray:
@@ -1048,7 +428,7 @@ def psd_factor(X, *, rtol: float | None = None) -> np.ndarray:
         rtol = n * eps
     if not (np.isfinite(rtol) and rtol >= 0):
         raise InvalidArgumentError(f"`rtol` must be a non-negative number; got {rtol!r}")
-    w, V = np.linalg.eigh(_symmetrise(Xm))
+    w, V = np.linalg.eigh(symmetrize_(Xm))
     top = max(float(w[-1]), 0.0)
     if w[0] < -np.sqrt(eps) * top:
         warnings.warn(

@@ -11,8 +11,9 @@ For a Schur-stable ``G(z) = C (zI - A)^{-1} B + D`` with Gramian factors
   \\sigma_{\\max}(G(e^{j\\theta}))`, computed to a relative tolerance by a level-set
   (Boyd--Balakrishnan / Bruinsma--Steinbuch) iteration, together with the peak frequency.
 
-Systems are :class:`~lti.system.DiscreteLTI` objects or python-control ``StateSpace``
-objects with a discrete time base (``dt`` True or a positive number).
+Systems are :class:`~lti.system.DiscreteLTI` objects, discrete-time python-control
+``StateSpace`` or ``TransferFunction`` objects (``dt`` True or a positive number) or tuples
+``(A, B, C[, D])``, all converted by :func:`lti.system.as_discrete_system`.
 """
 
 from __future__ import annotations
@@ -24,28 +25,14 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.optimize import minimize_scalar
 
+from lti.balanced import hankel_singular_values
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
-from lti.system import DiscreteLTI
+from lti.lyapunov import lyapunov_factor
+from lti.system import DiscreteLTI, as_discrete_system
 
-__all__ = ["HinfNorm", "h2_norm", "hankel_norm", "hinf_norm"]
+__all__ = ["HinfNorm", "as_discrete_system", "h2_norm", "hankel_norm", "hinf_norm"]
 
 _EPS = np.finfo(np.float64).eps
-
-
-def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
-    """Return `sys` as a :class:`DiscreteLTI` (python-control systems are converted).
-
-    Raises :class:`InvalidArgumentError` for anything else, including continuous-time
-    python-control systems (``dt == 0``).
-    """
-    if isinstance(sys, DiscreteLTI):
-        return sys
-    if all(hasattr(sys, attr) for attr in ("A", "B", "C", "D", "dt")):
-        return DiscreteLTI.from_control(sys)
-    raise InvalidArgumentError(
-        f"`{name}` must be a DiscreteLTI or a discrete-time control.StateSpace; "
-        f"got {type(sys).__name__}"
-    )
 
 
 def _require_stable(G: DiscreteLTI, what: str) -> None:
@@ -65,7 +52,7 @@ def h2_norm(sys) -> float:
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
+    sys : DiscreteLTI, python-control system or tuple
         Schur-stable system with n states, m inputs, p outputs.
 
     Returns
@@ -100,8 +87,6 @@ def h2_norm(sys) -> float:
     >>> bool(abs(h2_norm(G) - exact) < 1e-14)
     True
     """
-    from lti.lyapunov import lyapunov_factor
-
     G = as_discrete_system(sys)
     _require_stable(G, "H2 norm")
     total = float(np.sum(G.D**2))
@@ -116,7 +101,7 @@ def hankel_norm(sys) -> float:
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
+    sys : DiscreteLTI, python-control system or tuple
         Schur-stable system.
 
     Returns
@@ -143,8 +128,6 @@ def hankel_norm(sys) -> float:
     >>> bool(abs(hankel_norm(G) - 1.0 / 0.75) < 1e-14)
     True
     """
-    from lti.balanced import hankel_singular_values
-
     hsv = hankel_singular_values(sys)
     return float(hsv[0]) if hsv.size else 0.0
 
@@ -306,7 +289,7 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
 
     Parameters
     ----------
-    sys : DiscreteLTI or control.StateSpace
+    sys : DiscreteLTI, python-control system or tuple
         Schur-stable system with n states, m inputs, p outputs (``D`` included).
     tol : float, optional
         Relative tolerance of the level-set iteration, in (0, 0.01). The returned value is

@@ -24,7 +24,7 @@ from lti._validation import (
 )
 from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError
 
-__all__ = ["DiscreteLTI", "discretize_zoh"]
+__all__ = ["DiscreteLTI", "as_discrete_system", "discretize_zoh", "is_control_system"]
 
 
 def _check_dt(dt, name: str = "dt", *, allow_true: bool = True):
@@ -595,6 +595,58 @@ class DiscreteLTI:
         Br = np.vstack(rows_B) if rows_B else np.zeros((0, Bm.shape[1]))
         Cr = np.hstack(cols_C) if cols_C else np.zeros((Cm.shape[0], 0))
         return cls(A, Br, Cr, D, dt)
+
+
+def is_control_system(sys) -> bool:
+    """Whether `sys` is a python-control LTI object (``StateSpace``, ``TransferFunction``).
+
+    Decided from the object's class, without importing python-control.
+    """
+    return any(
+        klass.__module__.split(".")[0] == "control" and klass.__name__ == "LTI"
+        for klass in type(sys).__mro__
+    )
+
+
+def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
+    """Return `sys` as a :class:`DiscreteLTI`: the one conversion rule of every entry point.
+
+    Parameters
+    ----------
+    sys : DiscreteLTI, control.StateSpace, control.TransferFunction or tuple
+        A :class:`DiscreteLTI` is returned as it is; a discrete-time python-control system
+        (state space or transfer function, ``dt`` True, None or > 0) goes through
+        :meth:`DiscreteLTI.from_control`; a tuple ``(A, B, C)`` or ``(A, B, C, D)`` is
+        read as ``DiscreteLTI(A, B, C, D)`` with ``dt=True``.
+    name : str, optional
+        Argument name for error messages.
+
+    Returns
+    -------
+    DiscreteLTI
+
+    Raises
+    ------
+    InvalidArgumentError
+        Anything else, including a continuous-time python-control system (``dt == 0``)
+        and a tuple of the wrong length.
+    ShapeError, NonFiniteError
+        A tuple whose matrices do not conform or are not finite.
+    """
+    if isinstance(sys, DiscreteLTI):
+        return sys
+    if isinstance(sys, tuple):
+        if len(sys) not in (3, 4):
+            raise InvalidArgumentError(
+                f"`{name}` as a tuple must be (A, B, C) or (A, B, C, D); got {len(sys)} items"
+            )
+        return DiscreteLTI(*sys)
+    if is_control_system(sys):
+        return DiscreteLTI.from_control(sys)
+    raise InvalidArgumentError(
+        f"`{name}` must be a DiscreteLTI, a discrete-time python-control StateSpace or "
+        f"TransferFunction, or a tuple (A, B, C[, D]); got {type(sys).__name__}"
+    )
 
 
 def _check_count(name: str, k) -> int:

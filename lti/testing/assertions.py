@@ -31,15 +31,16 @@ def _stable_parts(G: DiscreteLTI, Gr: DiscreteLTI, n_unstable: int):
     """The stable parts of G and of Gr (whose unstable states come last)."""
     if n_unstable == 0:
         return G, Gr
-    from lti.balanced import _split_unstable
+    from lti.stability import split_unstable
 
-    ns, W1, _, V1, _, As, _ = _split_unstable(G)
-    if G.n - ns != n_unstable:
+    split = split_unstable(G)
+    if G.n - split.ns != n_unstable:
         raise AssertionError(
-            f"`result.n_unstable` = {n_unstable} but the system has {G.n - ns} unstable states"
+            f"`result.n_unstable` = {n_unstable} but the system has {G.n - split.ns} unstable "
+            "states"
         )
     rs = Gr.n - n_unstable
-    Gs = DiscreteLTI(As, V1 @ G.B, G.C @ W1, G.D, G.dt)
+    Gs = split.stable_part(G)
     Grs = DiscreteLTI(Gr.A[:rs, :rs], Gr.B[:rs], Gr.C[:, :rs], Gr.D, Gr.dt)
     return Gs, Grs
 

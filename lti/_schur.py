@@ -1,0 +1,161 @@
+"""Real Schur form ``A = Z T Z^T`` shared by the Lyapunov solvers, and its complex form.
+
+One job: the decomposition (:class:`SchurForm`, :func:`real_schur`), the real-to-complex
+rotation of its 2x2 blocks and the eigenvalues read off ``T``. Re-exported by
+:mod:`lti.lyapunov`, the public face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from lti._validation import as_float_matrix, check_square
+
+__all__ = [
+    "SchurForm",
+    "ct",
+    "quasi_triangular_eigvals",
+    "real_schur",
+    "rotate_columns",
+    "to_complex_schur",
+]
+
+
+def ct(M: np.ndarray) -> np.ndarray:
+    """Conjugate transpose (a plain transpose, no copy, for real ``M``)."""
+    return M.conj().T if np.iscomplexobj(M) else M.T
+
+
+@dataclass(frozen=True, eq=False)
+class SchurForm:
+    """Real Schur decomposition ``A = Z T Z^T`` (``T`` upper quasi-triangular, ``Z``
+    orthogonal), computed once and shared by several Lyapunov solves.
+
+    Attributes
+    ----------
+    T : ndarray, shape (n, n)
+        Upper quasi-triangular factor (1x1 and 2x2 diagonal blocks, standard form).
+    Z : ndarray, shape (n, n)
+        Orthogonal factor.
+    """
+
+    T: np.ndarray
+    Z: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Order of the matrix."""
+        return self.T.shape[0]
+
+    def eigenvalues(self) -> np.ndarray:
+        """Eigenvalues read off the diagonal blocks of ``T``, shape (n,), complex."""
+        return quasi_triangular_eigvals(self.T)
+
+    def complex_form(self):
+        """Complex Schur form ``(Tc, Zc)`` with ``A = Zc Tc Zc^H``, ``Tc`` triangular (cached)."""
+        Tc, Zc, _, _ = self.complex_parts()
+        return Tc, Zc
+
+    def complex_parts(self):
+        """``(Tc, Zc, idx, G)`` (cached): ``Zc = Z blockdiag(G_k^H)`` on the index pairs
+        ``(idx_k - 1, idx_k)``, as returned by :func:`to_complex_schur`."""
+        cached = self.__dict__.get("_complex_cache")
+        if cached is None:
+            if np.iscomplexobj(self.T):
+                cached = (self.T, self.Z, np.zeros(0, dtype=int), np.zeros((0, 2, 2)))
+            else:
+                cached = to_complex_schur(self.T, self.Z)
+            object.__setattr__(self, "_complex_cache", cached)
+        return cached
+
+
+def to_complex_schur(T: np.ndarray, Z: np.ndarray):
+    """Real -> complex Schur form by one unitary rotation per 2x2 block (as ``rsf2csf``).
+
+    The blocks sit on disjoint index pairs, so the rotations commute and are applied all
+    at once. Returns ``(Tc, Zc, idx, G)`` with ``Tc = Gf^H T Gf``, ``Zc = Z Gf`` where
+    ``Gf`` is block diagonal with blocks ``G_k^H`` on rows/columns ``(idx_k - 1, idx_k)``.
+    """
+    n = T.shape[0]
+    idx = np.flatnonzero(np.diag(T, -1)) + 1 if n > 1 else np.zeros(0, dtype=int)
+    Tc = T.astype(np.complex128)
+    Zc = Z.astype(np.complex128)
+    if idx.size == 0:
+        return Tc, Zc, idx, np.zeros((0, 2, 2), dtype=np.complex128)
+    a, b = T[idx - 1, idx - 1], T[idx - 1, idx]
+    c, d = T[idx, idx - 1], T[idx, idx]
+    scale = np.max(np.abs([a, b, c, d]), axis=0)  # rotations are scale invariant
+    a, b, c, d = a / scale, b / scale, c / scale, d / scale
+    lam = 0.5 * (a + d) + np.sqrt((0.25 * (a - d) ** 2 + b * c).astype(np.complex128))
+    mu = lam - d
+    r = np.hypot(np.abs(mu), np.abs(c))
+    cs, sn = mu / r, c / r
+    G = np.empty((idx.size, 2, 2), dtype=np.complex128)
+    G[:, 0, 0], G[:, 0, 1], G[:, 1, 0], G[:, 1, 1] = np.conj(cs), sn, -sn, cs
+    i0, i1 = idx - 1, idx
+    r0, r1 = Tc[i0].copy(), Tc[i1].copy()  # rows: T <- G T
+    Tc[i0] = G[:, 0, 0, None] * r0 + G[:, 0, 1, None] * r1
+    Tc[i1] = G[:, 1, 0, None] * r0 + G[:, 1, 1, None] * r1
+    Tc = rotate_columns(Tc, idx, np.conj(np.swapaxes(G, 1, 2)))  # T <- T G^H
+    Zc = rotate_columns(Zc, idx, np.conj(np.swapaxes(G, 1, 2)))  # Z <- Z G^H
+    Tc[i1, i0] = 0.0
+    return np.triu(Tc), Zc, idx, G
+
+
+def rotate_columns(M: np.ndarray, idx: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """Return ``M`` with column pairs ``(idx_k - 1, idx_k)`` multiplied by the 2x2 ``H_k``."""
+    M = M.astype(np.result_type(M, H), copy=True)
+    if idx.size == 0:
+        return M
+    c0, c1 = M[:, idx - 1].copy(), M[:, idx].copy()
+    M[:, idx - 1] = c0 * H[None, :, 0, 0] + c1 * H[None, :, 1, 0]
+    M[:, idx] = c0 * H[None, :, 0, 1] + c1 * H[None, :, 1, 1]
+    return M
+
+
+def real_schur(A) -> SchurForm:
+    """Real Schur decomposition of a square matrix, for reuse across solves.
+
+    Parameters
+    ----------
+    A : array_like, shape (n, n)
+        Real square matrix (complex input gives the complex Schur form).
+
+    Returns
+    -------
+    SchurForm
+        ``A = Z T Z^T`` (``Z T Z^H`` for complex input).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lti import real_schur
+    >>> A = np.array([[0.5, 1.0], [-0.4, 0.2]])
+    >>> S = real_schur(A)
+    >>> bool(np.linalg.norm(S.Z @ S.T @ S.Z.T - A) < 1e-14)
+    True
+    """
+    A = as_float_matrix("A", A, allow_complex=True)
+    check_square("A", A)
+    if np.iscomplexobj(A):
+        T, Z = sla.schur(A, output="complex", check_finite=False)
+    else:
+        T, Z = sla.schur(A, output="real", check_finite=False)
+    return SchurForm(T, Z)
+
+
+def quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:
+    n = T.shape[0]
+    ev = np.diag(T).astype(np.complex128)
+    if np.iscomplexobj(T) or n < 2:
+        return ev
+    sub = np.flatnonzero(np.diag(T, -1))
+    for k in sub:  # 2x2 block at rows (k, k+1)
+        a, b, c, d = T[k, k], T[k, k + 1], T[k + 1, k], T[k + 1, k + 1]
+        half_tr = 0.5 * (a + d)
+        disc = np.sqrt(complex(0.25 * (a - d) ** 2 + b * c))
+        ev[k], ev[k + 1] = half_tr + disc, half_tr - disc
+    return ev

@@ -1,0 +1,116 @@
+"""Factored squared Smith iteration: Gramian factors from the powers ``A^(2^k)``.
+
+``L_{k+1} = [L_k, A_k L_k]`` compressed by QR, ``A_{k+1} = A_k^2``, shared by several
+right-hand sides (both Gramian factors of one system). Fast for small dense ``A``; its
+rounding errors grow with ``max_k ||A^(2^k)||``, hence the growth guard.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import blas, lapack
+
+from lti.exceptions import SolverError
+
+__all__ = ["SMITH_AUTO_ITER", "SMITH_MAX_GROWTH", "SMITH_MAX_N", "smith_factor", "smith_factors"]
+
+
+SMITH_MAX_N = 128  # method="auto" tries the factored Smith iteration up to this order
+SMITH_AUTO_ITER = 12  # ... with at most this many squarings (rho^4096 <= eps: rho < ~0.99)
+# ... and while ||A^(2^k)||_F <= this * sqrt(n): benign dense A (||A||_F ~ rho sqrt(n), powers
+# decaying) pass, transient growth does not -- Smith's rounding scales with max_k ||A^(2^k)||, so
+# strongly non-normal A (growth 1e2..1e4 seen: residuals up to 1000x SB03OD's) go to Hammarling.
+SMITH_MAX_GROWTH = 8.0
+
+
+def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float):
+    """Factors of ``sum_k M^k B B^T (M^T)^k`` (``M^T`` for ``transpose``) by squared Smith.
+
+    ``L_{k+1} = [L_k, A_k L_k]`` compressed to its triangular QR factor (a sum of PSD
+    terms, no subtraction), ``A_{k+1} = A_k^2`` shared by all right-hand sides; stops when
+    every ``||A_k L_k||_F <= eps ||L_k||_F`` and ``||A_k||_F < 1`` (which certifies
+    ``rho(M) < 1``). Returns ``(factors, rho_bound)`` with ``rho_bound = min_k
+    ||A_k||_F^(2^-k) >= rho(M)``, or ``None`` when that does not happen within
+    ``max_iter`` squarings, ``||A_k||_F`` exceeds ``max_growth * sqrt(n)`` or a factor is not
+    finite.
+    """
+    n = M.shape[0]
+    eps = np.finfo(np.float64).eps
+    nb = min(n, 16)  # block size of the structured QR (fastest for small n)
+    # Rt[i] = L_i^T: (w, n) while narrow, then (n, n) upper triangular (Fortran order)
+    # each right-hand side scaled to max|B| = 1 (the factor scales linearly), so that tiny
+    # or huge data neither underflow nor overflow in the norms of the stopping test
+    scales = [float(np.max(np.abs(B), initial=0.0)) for B in Bs]
+    Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
+    Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
+    r2 = [_fro2(R) for R in Rt]  # ||L_k||_F^2: QR keeps it, each step adds ||A_k L_k||_F^2
+    todo = list(range(len(Bs)))
+    Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
+    rho_bound, root = np.inf, 1.0
+    for _ in range(max_iter):
+        a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
+        if not a <= max_growth * np.sqrt(n):  # also catches NaN
+            return None
+        if a > 0:
+            rho_bound = min(rho_bound, a**root)
+        if a <= eps:  # ||A_k L||_F <= ||A_k||_2 ||L||_F: every factor has converged
+            todo = []
+        for i in list(todo):
+            R = Rt[i]
+            w = R.shape[0]
+            op = Ak if transposes[i] else Ak.T  # (A_k L)^T = L^T op
+            Wt = blas.dtrmm(1.0, R, op) if w == n else R @ op  # R triangular when w == n
+            w2 = _fro2(Wt)
+            if w2 <= eps * eps * r2[i]:
+                todo.remove(i)
+                continue
+            r2[i] += w2
+            if w == n:  # [R; Wt]: triangle over a dense block, structured QR
+                R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
+            elif 2 * w < n:
+                Rt[i] = np.vstack([R, Wt])
+                continue
+            else:
+                R, info = _qr_triangle(np.vstack([R, Wt]), n), 0
+            if info != 0:  # pragma: no cover - LAPACK argument errors only
+                raise SolverError(f"LAPACK dtpqrt failed with info={info}")
+            Rt[i] = R
+        if not todo and a < 1.0:
+            Ls = [_square_factor(R, n) * (b if b > 0 else 1.0)
+                  for R, b in zip(Rt, scales, strict=True)]
+            if not all(np.isfinite(np.sum(L)) for L in Ls):
+                return None
+            return Ls, rho_bound
+        Ak = Ak @ Ak
+        root *= 0.5
+    return None
+
+
+def _fro2(X: np.ndarray) -> float:
+    """Squared Frobenius norm of a contiguous (C or Fortran) array, without a copy."""
+    v = X.ravel(order="K")
+    return float(v @ v)
+
+
+def smith_factor(M, B, transpose, max_iter, max_growth):
+    """The factor of one right-hand side by :func:`smith_factors` (``None`` as there)."""
+    out = smith_factors(M, [B], [transpose], max_iter=max_iter, max_growth=max_growth)
+    return None if out is None else out[0][0]
+
+
+def _qr_triangle(S: np.ndarray, n: int) -> np.ndarray:
+    """Upper triangular (n, n) ``R`` (Fortran order) with ``R^T R = S^T S``, ``S`` (k >= n, n)."""
+    R, _, _, info = lapack.dgeqrf(S, overwrite_a=1)
+    if info != 0:  # pragma: no cover - LAPACK argument errors only
+        raise SolverError(f"LAPACK dgeqrf failed with info={info}")
+    return np.asfortranarray(np.triu(R[:n]))
+
+
+def _square_factor(Rt: np.ndarray, n: int) -> np.ndarray:
+    """``L = Rt^T`` padded with zero columns to (n, n)."""
+    w = Rt.shape[0]
+    if w == n:
+        return Rt.T
+    L = np.zeros((n, n))
+    L[:, :w] = Rt.T
+    return L
