@@ -22,7 +22,7 @@ from adapters.backbone import (
 )
 from adapters.calibrate import CalibrationStats, calibrate
 from adapters.config import HRMConfig
-from adapters.inject import (
+from adapters.injection import (
     find_adapters,
     inject,
     print_trainable_parameters,
@@ -30,9 +30,10 @@ from adapters.inject import (
     unload,
 )
 from adapters.io import load_adapter, save_adapter
+from adapters.layer import HRMAdapter
 from adapters.presets import PRESETS, Preset, get_preset
 from adapters.reduce import LayerReduction, ReductionReport, reduce
-from adapters.ssm import DiagonalSSM, HRMAdapter
+from adapters.ssm import DiagonalSSM
 from adapters.train import TrainHistory, evaluate_accuracy, evaluate_bpc, train
 
 __all__: list[str] = [

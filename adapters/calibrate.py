@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
-from adapters.inject import find_adapters
+from adapters.injection import find_adapters
 from adapters.scan import chunked_scan
 
 __all__ = ["CalibrationStats", "LayerStats", "calibrate", "adapter_fingerprint"]

@@ -44,7 +44,7 @@ import torch
 from .backbone import pretrained_backbone
 from .config import HRMConfig
 from .exceptions import AdapterConfigError
-from .inject import find_adapters, inject
+from .injection import find_adapters, inject
 from .lora import count_hrm_parameters, iso_parameter_lora_rank, make_lora_model
 from .presets import Preset, get_preset
 from .tasks import (

@@ -357,23 +357,13 @@ class AdapterRuntime:
         if k == 1:
             y_t, s = adapter.step(u[:, head], s)  # one-token decode step
             ys.append(y_t[:, None])
-            trajectory = [s.detach()]
+            history = [s.detach()]
         else:
-            y_tail, s = adapter(u[:, head:], s, return_state=True)  # parallel scan
-            ys.append(y_tail)
-            trajectory = _trajectory(adapter.ssm, u[:, head:], start)
+            states = adapter.ssm.trajectory(u[:, head:], s)  # (B, k, N), parallel scan
+            ys.append(adapter.readout(states))
+            s = states[:, -1]
+            history = list(states.detach().unbind(1))
         ctx.new_states[key] = s.detach()
         ctx.start_states[key] = start.detach()
-        ctx.history[key] = trajectory
+        ctx.history[key] = history
         return ys[0] if len(ys) == 1 else torch.cat(ys, dim=1)
-
-
-@torch.no_grad()
-def _trajectory(ssm: nn.Module, u: torch.Tensor, s0: torch.Tensor) -> list[torch.Tensor]:
-    """States after each token of ``u`` (B, K, H) from ``s0`` (B, N): K tensors (B, N)."""
-    from adapters.scan import chunked_scan
-
-    a, b, _ = ssm.discrete()  # (N,), B̄ (N, H), modes ordered as the state
-    v = torch.einsum("bkh,nh->bkn", u.to(b.dtype), b)  # (B, K, N)
-    states, _ = chunked_scan(v, a, s0.to(v.dtype))  # (B, K, N)
-    return list(states.to(s0.dtype).unbind(1))

@@ -53,7 +53,7 @@ from adapters.exceptions import (
     BaseModelMismatchError,
     CheckpointError,
 )
-from adapters.inject import find_adapters, get_adapter_config, inject, remove
+from adapters.injection import find_adapters, get_adapter_config, inject, remove
 
 __all__ = [
     "CONFIG_NAME",

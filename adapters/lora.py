@@ -15,7 +15,7 @@ from torch import nn
 
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, TargetModulesNotFoundError
-from adapters.inject import (
+from adapters.injection import (
     AdaptedMLP,
     _linear_dims,
     _select_layers,
@@ -123,7 +123,7 @@ def count_hrm_parameters(model: nn.Module, config: HRMConfig | None = None) -> i
     adapted = find_adapters(model)
     if adapted:
         return sum(p.numel() for a in adapted.values() for p in a.adapter.parameters())
-    from adapters.inject import _infer_width
+    from adapters.injection import _infer_width
 
     config = HRMConfig() if config is None else config
     per_width: dict[int, int] = {}

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterStabilityError
-from adapters.inject import find_adapters
+from adapters.injection import find_adapters
 
 __all__ = ["LayerReduction", "ReductionReport", "reduce", "modal_form"]
 
@@ -671,7 +671,8 @@ def _truncate(Gc, name, gramian, stats_layer, Qb, g, tol, order, rel_tol, method
 def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method, measure,
                   cond_max, clock):
     import lti
-    from adapters.ssm import DiagonalSSM, HRMAdapter
+    from adapters.layer import HRMAdapter
+    from adapters.ssm import DiagonalSSM
 
     t_layer = clock.seconds
     ssm = adapter.ssm

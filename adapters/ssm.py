@@ -1,4 +1,4 @@
-r"""Diagonal state-space modules: :class:`DiagonalSSM` and the gated :class:`HRMAdapter`.
+r"""The diagonal state-space module :class:`DiagonalSSM` (the gated branch: :mod:`adapters.layer`).
 
 Shapes: B batch, L length, H model width (``d_model``), N number of modes (``d_state``).
 
@@ -22,14 +22,13 @@ full, with ``r = n_real``,
 
 ``mode="real"`` has only real modes (the paper's S4D-real adapter), ``mode="complex"`` only
 complex ones (S4D-Lin); ``"mixed"`` modules come from :meth:`DiagonalSSM.from_discrete`, which
-is how a reduced (modal) system returns from :mod:`lti`.
+is how a reduced (modal) system returns from :mod:`lti` (conversions: :mod:`adapters.ssm_lti`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import warnings
 
 import numpy as np
 import torch
@@ -40,11 +39,11 @@ from adapters.exceptions import (
     AdapterConfigError,
     AdapterDtypeError,
     AdapterShapeError,
-    AdapterStabilityError,
 )
 from adapters.scan import _autocast_on, _chunked_core, _fft_core, _run
+from adapters.ssm_lti import check_modal, lti_state_map, modal_to_lti
 
-__all__ = ["DiagonalSSM", "HRMAdapter"]
+__all__ = ["DiagonalSSM", "MODES", "SCANS"]
 
 DT_MIN = 1e-4
 """Smallest step ``Δ`` (the clamp of the paper)."""
@@ -55,9 +54,10 @@ RATE_MIN = 1e-6
 LOG_A_BOUND = 20.0
 """``log_A`` is clamped to ``[-20, 20]`` before ``exp`` (finite values, finite gradients)."""
 
-_MODES = ("real", "complex")
-_SCANS = ("auto", "fft", "chunked")
-_READS = ("mlp_input", "mlp_output")
+MODES = ("real", "complex")
+"""Values of ``mode`` a new module accepts (``"mixed"`` modules come from :meth:`from_discrete`)."""
+SCANS = ("auto", "fft", "chunked")
+"""Values of ``scan``."""
 
 
 def _zoh_real(log_A, log_dt, sign):
@@ -79,21 +79,6 @@ def _zoh_complex(log_A_re, A_im, log_dt):
     a = torch.exp(z)
     f = dt * torch.expm1(z) / z  # (n,)
     return a, f
-
-
-def _as_numpy(x, name):
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        x = x.resolve_conj().numpy() if x.is_complex() else x.double().numpy()
-    x = np.asarray(x)
-    if not (np.issubdtype(x.dtype, np.floating) or np.iscomplexobj(x)):
-        if np.issubdtype(x.dtype, np.integer) and name != "a":
-            x = x.astype(np.float64)
-        else:
-            raise AdapterDtypeError(f"`{name}` must be a float or complex array; got {x.dtype}")
-    if not np.all(np.isfinite(x)):
-        raise AdapterStabilityError(f"`{name}` must be finite; got non-finite entries")
-    return x
 
 
 class DiagonalSSM(nn.Module):
@@ -187,8 +172,8 @@ class DiagonalSSM(nn.Module):
         for name, value in (("d_model", d_model), ("d_state", d_state)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise AdapterConfigError(f"`{name}` must be a positive int; got {value!r}")
-        if mode not in _MODES:
-            raise AdapterConfigError(f"`mode` must be one of {_MODES}; got {mode!r}")
+        if mode not in MODES:
+            raise AdapterConfigError(f"`mode` must be one of {MODES}; got {mode!r}")
         if init != "s4d":
             raise AdapterConfigError(f"`init` must be 's4d'; got {init!r}")
         if not (DT_MIN <= dt_min <= dt_max <= DT_MAX):
@@ -203,8 +188,8 @@ class DiagonalSSM(nn.Module):
     # ------------------------------------------------------------------ construction
 
     def _build(self, d_model, n_real, n_cplx, scan, device, dtype):
-        if scan not in _SCANS:
-            raise AdapterConfigError(f"`scan` must be one of {_SCANS}; got {scan!r}")
+        if scan not in SCANS:
+            raise AdapterConfigError(f"`scan` must be one of {SCANS}; got {scan!r}")
         kw = {"device": device, "dtype": dtype or torch.get_default_dtype()}
         self.d_model = d_model
         self.n_real = n_real
@@ -309,54 +294,11 @@ class DiagonalSSM(nn.Module):
         >>> bool(np.abs(a2 - a).max() < 1e-14 and np.abs(B2 - B).max() < 1e-14)
         True
         """
-        a = _as_numpy(a, "a")
-        B = _as_numpy(B, "B")
-        C = _as_numpy(C, "C")
-        if a.ndim != 1:
-            raise AdapterShapeError(f"`a` must be 1-D (N,); got shape {a.shape}")
-        N = a.shape[0]
-        if B.ndim != 2 or B.shape[0] != N:
-            raise AdapterShapeError(f"`B` must have shape (N, H) with N = {N}; got {B.shape}")
+        system = check_modal(a, B, C, real_modes=real_modes, dt=dt, dt_range=(DT_MIN, DT_MAX),
+                             rate_min=RATE_MIN, log_bound=LOG_A_BOUND)
+        a, B, C, dt, log_A = system.a, system.B, system.C, system.dt, system.log_A
         H = B.shape[1]
-        if C.shape != (H, N):
-            raise AdapterShapeError(f"`C` must have shape (H, N) = {(H, N)}; got {C.shape}")
-        if N == 0 or H == 0:
-            raise AdapterShapeError(f"need N >= 1 modes and H >= 1; got N = {N}, H = {H}")
-        radius = float(np.abs(a).max())
-        if not radius < 1.0:
-            raise AdapterStabilityError(
-                f"`a` must satisfy |a| < 1 (stable diagonal system); got max |a| = {radius:.6g}"
-            )
-        dt = np.broadcast_to(np.asarray(0.01 if dt is None else dt, dtype=np.float64), (N,))
-        if not (np.all(dt >= DT_MIN) and np.all(dt <= DT_MAX)):
-            raise AdapterConfigError(f"`dt` must lie in [{DT_MIN}, {DT_MAX}]; got {dt}")
-        b_tol = 1e-12 * max(float(np.abs(B).max()), 1e-300)
-        c_tol = 1e-12 * max(float(np.abs(C).max()), 1e-300)
-        real_b = np.all(np.abs(np.imag(B)) <= b_tol, axis=1)  # (N,)
-        real_c = np.all(np.abs(np.imag(C)) <= c_tol, axis=0)  # (N,)
-        if real_modes is None:
-            is_real = (np.imag(a) == 0) & real_b & real_c
-        else:
-            is_real = np.asarray(real_modes, dtype=bool)
-            if is_real.shape != (N,):
-                raise AdapterShapeError(
-                    f"`real_modes` must have shape (N,) = {(N,)}; got {is_real.shape}"
-                )
-            bad = np.flatnonzero(is_real & ~((np.imag(a) == 0) & real_b & real_c))
-            if bad.size:
-                raise AdapterConfigError(
-                    f"real modes need a real pole, a real row of `B` and a real column of `C`; "
-                    f"entries {bad.tolist()} of `real_modes` are not"
-                )
-        ri, ci = np.flatnonzero(is_real), np.flatnonzero(~is_real)
-        rate = -np.log(np.maximum(np.abs(a), 1e-300))
-        if np.any(rate < RATE_MIN):
-            warnings.warn(
-                f"|a| up to {radius:.9f} exceeds exp(-{RATE_MIN:g}); clamped to the most "
-                "persistent mode the parameterisation allows",
-                stacklevel=2,
-            )
-        log_A = np.clip(np.log(np.maximum(rate, RATE_MIN) / dt), -LOG_A_BOUND, LOG_A_BOUND)
+        ri, ci = system.real, system.complex
 
         self = cls.__new__(cls)
         nn.Module.__init__(self)
@@ -499,48 +441,19 @@ class DiagonalSSM(nn.Module):
 
         Complex modes are expanded into conjugate pairs and turned into real 2x2 blocks by
         :meth:`lti.DiscreteLTI.from_diagonal` (a complex mode whose pole is real becomes two
-        real modes); ``D = 0``.
-
-        Time convention: the module's state ``s_t`` already contains ``u_t``
-        (``y_t = C s_t``), while :class:`lti.DiscreteLTI` reads ``y_t = C x_t`` before
-        ``x_{t+1} = A x_t + B u_t``. So the module's output is the exported system's output
-        one step later, ``y_module[t] = y_lti[t + 1]``: the transfer functions differ by the
-        factor ``z``, which changes neither the Gramians, the Hankel singular values, the
-        H-infinity norm, nor the balanced-truncation error bounds.
+        real modes); ``D = 0``. Coordinates and the one-step time shift between the two
+        conventions: :mod:`adapters.ssm_lti`.
 
         Returns
         -------
         lti.DiscreteLTI
             ``A`` (order, order), ``B`` (order, H), ``C`` (H, order).
         """
-        from lti import DiscreteLTI
-
         with torch.no_grad():
             real, cplx = self._groups(wide=True)
-        a, B, C = [], [], []
-        if real is not None:
-            a.append(real[0].detach().cpu().numpy())
-            B.append(real[1].detach().cpu().numpy())
-            C.append(real[2].detach().cpu().numpy())
-        if cplx is not None:
-            ac, Bc, Cc = (t.detach().cpu().resolve_conj().numpy() for t in cplx)
-            # a complex mode with a real pole (e.g. A_im = 0) is two real modes at that pole,
-            # driven by Re B and Im B and read by 2 Re C and -2 Im C
-            flat = np.abs(ac.imag) <= 1e-12 * np.maximum(1.0, np.abs(ac))
-            f, p = np.flatnonzero(flat), np.flatnonzero(~flat)
-            a += [ac[f].real, ac[f].real]
-            B += [Bc[f].real, Bc[f].imag]
-            C += [2 * Cc[:, f].real, -2 * Cc[:, f].imag]
-            a += [ac[p], ac[p].conj()]
-            B += [Bc[p], Bc[p].conj()]
-            C += [Cc[:, p], Cc[:, p].conj()]  # C s + conj(C s) = 2 Re(C s)
-        a = [x.astype(np.complex128) for x in a]
-        B = [x.astype(np.complex128) for x in B]
-        C = [x.astype(np.complex128) for x in C]
-        a, B, C = np.concatenate(a), np.concatenate(B, 0), np.concatenate(C, 1)
-        if not np.any(a.imag):
-            a, B, C = a.real, B.real, C.real
-        return DiscreteLTI.from_diagonal(a, B, C)
+        real = None if real is None else [t.detach().cpu().numpy() for t in real]
+        cplx = None if cplx is None else [t.detach().cpu().resolve_conj().numpy() for t in cplx]
+        return modal_to_lti(real, cplx)
 
     # ------------------------------------------------------------------ running
 
@@ -626,6 +539,114 @@ class DiagonalSSM(nn.Module):
         z = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return F.linear(z, W_out)  # (..., H)
 
+    def _scan(self, u, state):
+        """Both groups' state trajectories from ``state``: ``(s_c, s_r, last_c, last_r, W_out)``.
+
+        ``s_c`` (B, L, n_complex) and ``s_r`` (B, L, n_real), None for an empty group; the
+        projection follows autocast, the scans run in the state precision.
+        """
+        s_r0, s_c0 = self._split_state(state, u.shape[0])
+        x = u if _autocast_on(u.device.type) else u.to(self._param_dtype())
+        a_r, a_c, W_in, W_out = self._projections()
+        core = self._core()
+        # one projection for all modes; the scans run in their precision (autocast-proof)
+        v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, L, n_*)
+        s_c = s_r = last_c = last_r = None
+        if v_c is not None:
+            s_c, last_c = _run(v_c, a_c, s_c0, core, check=False)  # (B, L, n_complex)
+        if v_r is not None:
+            s_r, last_r = _run(v_r, a_r, s_r0, core, check=False)  # (B, L, n_real)
+        return s_c, s_r, last_c, last_r, W_out
+
+    def trajectory(self, u, state=None):
+        r"""The state after every position: ``s_t = ā ⊙ s_{t-1} + B̄ u_t`` from ``s_0 = state``.
+
+        The one place the module's state trajectory is computed (:meth:`forward` reads it out;
+        cached generation and calibration use it). No host synchronisation.
+
+        Parameters
+        ----------
+        u : torch.Tensor, shape (B, L, H)
+            Input sequence.
+        state : torch.Tensor, shape (B, N), optional
+            State before the first position; zeros when None.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, L, N)
+            States of :attr:`state_dtype`, modes in the order of :meth:`discrete`
+            (real modes first, their entries real). ``trajectory(u)[:, -1]`` is the final
+            state :meth:`forward` returns.
+
+        Examples
+        --------
+        >>> ssm = DiagonalSSM(8, 4)
+        >>> u = torch.randn(2, 6, 8)
+        >>> s = ssm.trajectory(u)
+        >>> y, last = ssm(u, return_state=True)
+        >>> bool(torch.equal(s[:, -1], last)), bool(torch.allclose(ssm.readout(s), y))
+        (True, True)
+        """
+        self._check_input(u, 3)
+        s_c, s_r, _, _, _ = self._scan(u, state)
+        return self._join_state(s_r, s_c)
+
+    def readout(self, s):
+        """Output ``y = C_r s_r + 2 Re(C_c s_c)`` of states ``s``.
+
+        Parameters
+        ----------
+        s : torch.Tensor, shape (..., N)
+            States as :meth:`trajectory` returns them.
+
+        Returns
+        -------
+        torch.Tensor, shape (..., H)
+            In the parameters' dtype (autocast's under autocast).
+        """
+        s_r = s[..., : self.n_real].real if self.n_real else None
+        s_c = s[..., self.n_real :] if self.n_complex else None
+        _, _, _, W_out = self._projections()
+        if s_r is not None:
+            s_r = s_r.to(W_out.dtype if s_c is None else _real_of(s_c.dtype))
+        return self._readout(s_c, s_r, W_out)
+
+    def lti_states(self, s):
+        """States ``s`` of the module in the coordinates of :meth:`as_lti`'s system.
+
+        Parameters
+        ----------
+        s : torch.Tensor, shape (..., N)
+            Module states (e.g. :meth:`trajectory`).
+
+        Returns
+        -------
+        torch.Tensor, shape (..., order)
+            Real; ``x = M [Re s_real, Re s_cplx, Im s_cplx]`` with the signed scaled
+            permutation ``M`` of :func:`adapters.ssm_lti.lti_state_map`.
+
+        Examples
+        --------
+        >>> ssm = DiagonalSSM(4, 3, mode="complex", dtype=torch.float64)
+        >>> u = torch.randn(1, 20, 4, dtype=torch.float64)
+        >>> x = ssm.lti_states(ssm.trajectory(u))  # (1, 20, 6)
+        >>> G = ssm.as_lti()  # x_{t+1} = A x_t + B u_{t+1} in the module's time convention
+        >>> A, B = torch.tensor(G.A), torch.tensor(G.B)
+        >>> bool(torch.allclose(x[0, 1:], x[0, :-1] @ A.T + u[0, 1:] @ B.T))
+        True
+        """
+        a_c = None
+        if self.n_complex:
+            with torch.no_grad():
+                a_c = self._groups(wide=True)[1][0].cpu().resolve_conj().numpy()
+        index, scale = lti_state_map(self.n_real, [] if a_c is None else a_c)
+        parts = [s[..., : self.n_real].real] if self.n_real else []
+        if self.n_complex:
+            parts += [s[..., self.n_real :].real, s[..., self.n_real :].imag]
+        z = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)  # (..., n)
+        index = torch.from_numpy(index).to(z.device)
+        return z[..., index] * torch.from_numpy(scale).to(z.device, z.dtype)
+
     def forward(self, u, state=None, *, return_state=False):
         """Run the system over a sequence.
 
@@ -648,20 +669,9 @@ class DiagonalSSM(nn.Module):
             Final state (only with ``return_state=True``), of :attr:`state_dtype`.
         """
         self._check_input(u, 3)
-        s_r0, s_c0 = self._split_state(state, u.shape[0])
-        autocast = _autocast_on(u.device.type)
-        x = u if autocast else u.to(self._param_dtype())
-        a_r, a_c, W_in, W_out = self._projections()
-        core = self._core()
-        # one projection for all modes; the scans run in their precision (autocast-proof)
-        v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, L, n_*)
-        s_c = s_r = last_c = last_r = None
-        if v_c is not None:
-            s_c, last_c = _run(v_c, a_c, s_c0, core, check=False)  # (B, L, n_complex)
-        if v_r is not None:
-            s_r, last_r = _run(v_r, a_r, s_r0, core, check=False)  # (B, L, n_real)
+        s_c, s_r, last_c, last_r, W_out = self._scan(u, state)
         y = self._readout(s_c, s_r, W_out)  # (B, L, H)
-        if not autocast:
+        if not _autocast_on(u.device.type):
             y = y.to(u.dtype)
         if return_state:
             return y, self._join_state(last_r, last_c)
@@ -707,187 +717,3 @@ def _complex_of(dtype):
 
 def _real_of(dtype):
     return torch.float64 if dtype in (torch.complex128, torch.float64) else torch.float32
-
-
-class HRMAdapter(nn.Module):
-    r"""Gated residual SSM branch: ``y = gate · ssm(u)``, placed beside a frozen MLP.
-
-    Parameters
-    ----------
-    d_model : int
-        Width ``H``.
-    d_state : int, optional
-        Modes ``N`` of a new :class:`DiagonalSSM` (ignored when `ssm` is given).
-    gate_init : float, optional
-        Initial gate; 0 (default) makes the branch an exact no-op at the start, like LoRA's
-        zero-initialised ``B``. A small non-zero value (e.g. 1e-2) lets gradients reach the
-        SSM from step one.
-    ssm : DiagonalSSM, optional
-        An existing SSM to wrap (e.g. a reduced one from :meth:`DiagonalSSM.from_discrete`).
-    reads : {"mlp_input", "mlp_output"}, optional
-        Which stream drives the SSM: ``"mlp_input"`` (default), the MLP's normalised input
-        ``LN(h)`` as in the reference experiments; ``"mlp_output"``, the MLP's output as in the
-        paper's equation. Stored here and honoured by :func:`adapters.inject`.
-    **ssm_kwargs
-        Passed to :class:`DiagonalSSM` (``mode``, ``dt_min``, ``dt_max``, ``scan``, ...).
-
-    Notes
-    -----
-    The block becomes :math:`h_{out} = h + \mathrm{MLP}(\mathrm{LN}(h)) + \alpha\, y`,
-    :math:`y = \mathrm{SSM}(\text{stream})`, with the scalar gate :math:`\alpha`. Parameters:
-    ``2 N H + 2 N + 1`` in real mode.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from adapters import HRMAdapter
-    >>> adapter = HRMAdapter(16, 4)
-    >>> bool((adapter(torch.randn(2, 10, 16)) == 0).all())
-    True
-    """
-
-    def __init__(
-        self, d_model, d_state=32, *, gate_init=0.0, ssm=None, reads="mlp_input", **ssm_kwargs
-    ):
-        super().__init__()
-        if reads not in _READS:
-            raise AdapterConfigError(f"`reads` must be one of {_READS}; got {reads!r}")
-        if ssm is None:
-            ssm = DiagonalSSM(d_model, d_state, **ssm_kwargs)
-        else:
-            if not isinstance(ssm, DiagonalSSM):
-                raise AdapterConfigError(f"`ssm` must be a DiagonalSSM; got {type(ssm).__name__}")
-            if ssm_kwargs:
-                raise AdapterConfigError(
-                    "pass either `ssm` or SSM keyword arguments, not both; "
-                    f"got {sorted(ssm_kwargs)}"
-                )
-            if ssm.d_model != d_model:
-                raise AdapterShapeError(
-                    f"`ssm.d_model` = {ssm.d_model} does not match `d_model` = {d_model}"
-                )
-        if not math.isfinite(float(gate_init)):
-            raise AdapterConfigError(f"`gate_init` must be finite; got {gate_init!r}")
-        p = next(ssm.parameters())
-        self.ssm = ssm
-        self.gate = nn.Parameter(torch.tensor(float(gate_init), dtype=p.dtype, device=p.device))
-        self.reads = reads
-
-    @property
-    def d_model(self) -> int:
-        """Width ``H``."""
-        return self.ssm.d_model
-
-    @property
-    def d_state(self) -> int:
-        """Modes ``N`` of the wrapped SSM."""
-        return self.ssm.d_state
-
-    @property
-    def num_parameters(self) -> int:
-        """Trainable scalars (``2 N H + 2 N + 1`` in real mode)."""
-        return sum(p.numel() for p in self.parameters())
-
-    def initial_state(self, batch_size, device=None):
-        """Zero state of the wrapped SSM, shape ``(batch_size, N)``.
-
-        Parameters
-        ----------
-        batch_size : int
-            Number of sequences ``B``.
-        device : torch.device or str, optional
-            Device of the state; that of the parameters when None.
-
-        Returns
-        -------
-        torch.Tensor, shape (B, N)
-            Zeros of the SSM's :attr:`DiagonalSSM.state_dtype`.
-        """
-        return self.ssm.initial_state(batch_size, device)
-
-    def extra_repr(self) -> str:
-        """Stream and gate value shown by ``repr(module)``.
-
-        Returns
-        -------
-        str
-            ``"reads=..., gate=..."``.
-        """
-        return f"reads={self.reads!r}, gate={float(self.gate.detach()):.4g}"
-
-    def forward(self, u, state=None, *, return_state=False):
-        """Gated output ``gate · ssm(u)`` over a sequence.
-
-        Parameters
-        ----------
-        u : torch.Tensor, shape (B, L, H)
-            Input sequence (the stream the adapter reads).
-        state : torch.Tensor, shape (B, N), optional
-            State before the first step; zeros when None (see :meth:`DiagonalSSM.forward`).
-        return_state : bool, optional
-            Also return the final state.
-
-        Returns
-        -------
-        y : torch.Tensor, shape (B, L, H)
-            ``gate`` times the SSM output (dtype as :meth:`DiagonalSSM.forward`).
-        state : torch.Tensor, shape (B, N)
-            Final state (only with ``return_state=True``); not scaled by the gate.
-
-        Raises
-        ------
-        AdapterDtypeError
-            If ``u`` is not a floating-point tensor.
-        AdapterShapeError
-            If ``u`` is not (B, L, H) with ``H = d_model``, or ``state`` is not (B, N).
-
-        Examples
-        --------
-        >>> adapter = HRMAdapter(8, 4, gate_init=0.5)
-        >>> y, s = adapter(torch.randn(2, 5, 8), return_state=True)
-        >>> tuple(y.shape), tuple(s.shape)
-        ((2, 5, 8), (2, 4))
-        """
-        if return_state:
-            y, state = self.ssm(u, state, return_state=True)
-            return self.gate.to(y.dtype) * y, state
-        y = self.ssm(u, state)
-        return self.gate.to(y.dtype) * y
-
-    def step(self, x_t, state=None):
-        """One decoding step: ``gate · y_t`` with ``y_t, state = ssm.step(x_t, state)``.
-
-        Parameters
-        ----------
-        x_t : torch.Tensor, shape (B, H)
-            Input at the current position.
-        state : torch.Tensor, shape (B, N), optional
-            State after the previous position; zeros when None.
-
-        Returns
-        -------
-        y_t : torch.Tensor, shape (B, H)
-            Gated output at the current position.
-        state : torch.Tensor, shape (B, N)
-            New state (not scaled by the gate).
-
-        Raises
-        ------
-        AdapterDtypeError
-            If ``x_t`` is not a floating-point tensor.
-        AdapterShapeError
-            If ``x_t`` is not (B, H) with ``H = d_model``, or ``state`` is not (B, N).
-
-        Examples
-        --------
-        One step equals the last position of :meth:`forward` on the same prefix:
-
-        >>> adapter = HRMAdapter(8, 4, gate_init=0.5)
-        >>> u = torch.randn(2, 3, 8)
-        >>> _, s = adapter(u[:, :2], return_state=True)
-        >>> y_t, _ = adapter.step(u[:, 2], s)
-        >>> torch.allclose(y_t, adapter(u)[:, 2], atol=1e-5)
-        True
-        """
-        y, state = self.ssm.step(x_t, state)
-        return self.gate.to(y.dtype) * y, state

@@ -50,7 +50,7 @@ print(f"chance {baselines.chance:.3f}, majority {baselines.majority:.3f}")
 
 # [hrm]
 from adapters.config import HRMConfig
-from adapters.inject import get_nb_trainable_parameters, inject
+from adapters.injection import get_nb_trainable_parameters, inject
 
 config = HRMConfig(d_state=16)
 hrm_model = inject(copy.deepcopy(base), config)  # in place on the copy; base stays untouched

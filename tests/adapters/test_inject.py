@@ -10,7 +10,7 @@ from torch import nn
 
 from adapters import HRMConfig, find_adapters, inject, print_trainable_parameters, remove, unload
 from adapters.exceptions import AdapterConfigError, AdapterError, TargetModulesNotFoundError
-from adapters.inject import (
+from adapters.injection import (
     AdaptedMLP,
     find_target_modules,
     get_adapter_config,

@@ -10,7 +10,7 @@ from torch import nn
 
 from adapters import DiagonalSSM, HRMConfig, find_adapters, inject
 from adapters.exceptions import AdapterConfigError
-from adapters.inject import get_nb_trainable_parameters
+from adapters.injection import get_nb_trainable_parameters
 from adapters.lora import (
     count_hrm_parameters,
     count_lora_parameters,

@@ -405,3 +405,63 @@ def test_hrm_adapter_errors():
         HRMAdapter(16, ssm=DiagonalSSM(8, 4))
     with pytest.raises(AdapterConfigError, match="gate_init"):
         HRMAdapter(8, 4, gate_init=float("nan"))
+
+
+# --------------------------------------------------------------------------- one trajectory
+
+
+@pytest.mark.parametrize("mode", MODES)
+@torch.no_grad()
+def test_trajectory_is_the_reference_recursion_and_forward_reads_it_out(mode):
+    ssm = make(mode)
+    u = torch.randn(2, 40, 12, dtype=F64)
+    s0 = ssm.initial_state(2) + 0.3
+    a, B, _ = ssm.discrete()
+    s_ref, _ = recurrent_scan(u.to(B.dtype) @ B.T, a, s0)  # s_t = a s_{t-1} + B u_t
+    s = ssm.trajectory(u, s0)
+    assert s.shape == (2, 40, ssm.d_state) and s.dtype == ssm.state_dtype
+    assert maxabs(s - s_ref) <= 1e-12 * maxabs(s_ref)
+    y, last = ssm(u, s0, return_state=True)
+    assert torch.equal(s[:, -1], last)
+    assert maxabs(ssm.readout(s) - y) <= 1e-13 * maxabs(y)
+
+
+def _real_stacked(ssm):
+    """The module's system on z = [Re s_real, Re s_cplx, Im s_cplx] (float64 numpy)."""
+    a, B, C = (t.detach().resolve_conj().numpy().astype(np.complex128) for t in ssm.discrete())
+    nr = ssm.n_real
+    ac = a[nr:]
+    A_z = np.diag(np.concatenate([a[:nr].real, ac.real, ac.real]))
+    nc = ac.shape[0]
+    A_z[nr:nr + nc, nr + nc:] = -np.diag(ac.imag)
+    A_z[nr + nc:, nr:nr + nc] = np.diag(ac.imag)
+    B_z = np.vstack([B[:nr].real, B[nr:].real, B[nr:].imag])
+    C_z = np.hstack([C[:, :nr].real, 2 * C[:, nr:].real, -2 * C[:, nr:].imag])
+    return A_z, B_z, C_z
+
+
+@pytest.mark.parametrize("mode", [*MODES, "flat"])
+def test_lti_states_are_the_coordinates_of_as_lti(mode):
+    """M A_z = A M, M B_z = B, C_z = C M for the map of ssm_lti.lti_state_map (one owner)."""
+    from adapters.ssm_lti import lti_state_map
+
+    if mode == "flat":  # complex modes whose pole is real export as two real modes
+        ssm = make("complex", N=4)
+        with torch.no_grad():
+            ssm.A_im[1:3] = 0.0
+    else:
+        ssm = make(mode)
+    G = ssm.as_lti()
+    A_z, B_z, C_z = _real_stacked(ssm)
+    a_c = ssm.discrete()[0][ssm.n_real:].detach().numpy() if ssm.n_complex else []
+    index, scale = lti_state_map(ssm.n_real, a_c)
+    M = np.zeros((ssm.order, ssm.order))
+    M[np.arange(ssm.order), index] = scale
+    assert np.abs(G.A @ M - M @ A_z).max() <= 1e-12
+    assert np.abs(M @ B_z - G.B).max() <= 1e-12 * np.abs(G.B).max()
+    assert np.abs(C_z - G.C @ M).max() <= 1e-12 * np.abs(G.C).max()
+    with torch.no_grad():  # and the module's trajectory, mapped, is the exported state sequence
+        u = torch.randn(1, 30, 12, dtype=F64)
+        x = ssm.lti_states(ssm.trajectory(u))[0].numpy()  # (L, n)
+    step = x[:-1] @ G.A.T + u[0, 1:].numpy() @ G.B.T
+    assert np.abs(x[1:] - step).max() <= 1e-12 * np.abs(x).max()

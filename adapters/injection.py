@@ -57,7 +57,7 @@ class AdaptedMLP(nn.Module):
         The original module, kept as is (same object) and restored by :func:`remove`.
         Its input ``x`` is (B, L, H); a tuple output adds the branch to its first element.
     adapter : nn.Module
-        An :class:`adapters.ssm.HRMAdapter`; maps a stream (B, L, H) to (B, L, H).
+        An :class:`adapters.layer.HRMAdapter`; maps a stream (B, L, H) to (B, L, H).
     reads : {"mlp_input", "mlp_output"}
         The stream: the MLP's input ``x`` or its output ``mlp(x)``.
     name : str
@@ -279,7 +279,7 @@ def _module_device(module: nn.Module) -> torch.device:
 
 def build_adapter(width: int, config: HRMConfig, *, device: torch.device | str = "cpu",
                   d_state: int | None = None) -> nn.Module:
-    """One :class:`adapters.ssm.HRMAdapter` as ``config`` describes, on ``device``.
+    """One :class:`adapters.layer.HRMAdapter` as ``config`` describes, on ``device``.
 
     Parameters
     ----------
@@ -294,7 +294,7 @@ def build_adapter(width: int, config: HRMConfig, *, device: torch.device | str =
     -------
     nn.Module
     """
-    from adapters.ssm import HRMAdapter
+    from adapters.layer import HRMAdapter
 
     n = config.d_state if d_state is None else d_state
     return HRMAdapter(width, n, gate_init=config.gate_init, reads=config.reads, device=device,
