@@ -66,7 +66,7 @@ def naive_save(model: nn.Module, directory: Path) -> None:
 
     import safetensors.torch as st
 
-    from adapters.inject import find_adapters, get_adapter_config
+    from adapters.injection import find_adapters, get_adapter_config
     from adapters.io import LEGACY_CONFIG_NAME, LEGACY_WEIGHTS_NAME, _layer_meta
 
     tensors = adapter_state_dict(model)

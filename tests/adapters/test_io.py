@@ -302,7 +302,7 @@ def test_plain_module_checkpoint_checks_the_class(tmp_path):
 
 def _write_v1(model: nn.Module, directory: Path) -> None:
     """The format-1 layout exactly as the old `save_adapter` wrote it (PEFT's file names)."""
-    from adapters.inject import get_adapter_config
+    from adapters.injection import get_adapter_config
     from adapters.io import _layer_meta
 
     tensors = adapter_state_dict(model)
