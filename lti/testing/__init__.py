@@ -3,7 +3,7 @@
 ``from lti.testing import strategies`` gives the hypothesis strategies of
 :mod:`lti.testing.strategies` (needs hypothesis, ``pip install "lti-adapters[test]"``);
 the assertions (:func:`assert_reduction_within_bounds`, :func:`assert_balanced`,
-:func:`reduction_error`) need only numpy and scipy.
+:func:`reduction_error`, :func:`rounding_term`) need only numpy and scipy.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ from lti.testing.assertions import (
     assert_balanced,
     assert_reduction_within_bounds,
     reduction_error,
+    rounding_term,
 )
 
 __all__ = [
     "assert_balanced",
     "assert_reduction_within_bounds",
     "reduction_error",
+    "rounding_term",
     "strategies",
 ]
 

@@ -316,9 +316,9 @@ def test_bad_input_raises_typed_errors():
 
 
 def _needs_reduction():
-    pytest.importorskip("lti.balanced")
-    pytest.importorskip("lti.gramians")
-    return pytest.importorskip("lti.norms").hinf_norm
+    from lti import hinf_norm  # the project's own module: a broken import fails, not skips
+
+    return hinf_norm
 
 
 def random_system(seed: int, n: int, m: int, p: int, rho: float = 0.9) -> DiscreteLTI:
