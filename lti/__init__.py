@@ -34,6 +34,7 @@ from lti.exceptions import (
 
 # --- public API (each module adds its own import block below) ---
 from lti.gramians import controllability_gramian, gramian_factors, observability_gramian
+from lti.hankel import HankelNormApproximation, hankel_norm_approximation
 from lti.lyapunov import (
     SchurForm,
     lyapunov_factor,
@@ -50,6 +51,7 @@ __all__ = [
     "DiscreteLTI",
     "EmpiricalGramians",
     "EmptyDataError",
+    "HankelNormApproximation",
     "HinfNorm",
     "InvalidArgumentError",
     "LTIError",
@@ -73,6 +75,7 @@ __all__ = [
     "gramian_factors",
     "h2_norm",
     "hankel_norm",
+    "hankel_norm_approximation",
     "hankel_singular_values",
     "hinf_norm",
     "lyapunov_factor",
