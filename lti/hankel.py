@@ -24,8 +24,7 @@ import scipy.linalg as sla
 
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.gramians import gramian_factors
-from lti.norms import as_discrete_system
-from lti.system import DiscreteLTI
+from lti.system import DiscreteLTI, as_discrete_system
 
 __all__ = [
     "HankelNormApproximation",
