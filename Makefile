@@ -24,9 +24,10 @@ install: $(STAMP)
 
 # The main job: pretrain (or load the cached) tiny frozen backbone, train iso-parameter LoRA and
 # HRM adapters, calibrate, reduce by balanced truncation, fine-tune the reduced adapter (phase 2),
-# and write a results table and an HSV plot to runs/ (python -m adapters --help for options).
+# and write a results table and an HSV plot to runs/ (python -m benchmarks.hrm --help for
+# options). The harness lives in benchmarks/hrm/, outside the adapters library.
 demo: $(STAMP)
-	$(PY) -m adapters
+	$(PY) -m benchmarks.hrm
 
 # The lti-only example: reduce a built-in heat-equation model, print HSVs, order and both bounds.
 demo-lti: $(STAMP)

@@ -1,5 +1,11 @@
 """Stateful SSM adapters for frozen transformers, reduced by balanced truncation.
 
+The library a fine-tuning user imports: configuration, the SSM modules and scans, injection
+into a frozen model (and its removal), cached generation, calibration, reduction and its
+report, saving and loading. The experiment harness of the paper (tasks, backbones, training
+loop, LoRA baseline, presets, the main job) lives in ``benchmarks/hrm`` and is never imported
+from here.
+
 Requires PyTorch: ``pip install "lti-adapters[torch]"``.
 """
 
@@ -14,12 +20,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 # --- public API (each module adds its own names below) ---
-from adapters.backbone import (
-    Backbone,
-    BackboneConfig,
-    load_smollm2,
-    pretrained_backbone,
-)
 from adapters.calibrate import CalibrationStats, calibrate
 from adapters.config import HRMConfig
 from adapters.injection import (
@@ -31,36 +31,23 @@ from adapters.injection import (
 )
 from adapters.io import load_adapter, save_adapter
 from adapters.layer import HRMAdapter
-from adapters.presets import PRESETS, Preset, get_preset
 from adapters.reduce import LayerReduction, ReductionReport, reduce
 from adapters.ssm import DiagonalSSM
-from adapters.train import TrainHistory, evaluate_accuracy, evaluate_bpc, train
 
 __all__: list[str] = [
-    "PRESETS",
-    "Backbone",
-    "BackboneConfig",
     "CalibrationStats",
     "DiagonalSSM",
     "HRMAdapter",
     "HRMConfig",
     "LayerReduction",
-    "Preset",
     "ReductionReport",
-    "TrainHistory",
     "calibrate",
-    "evaluate_accuracy",
-    "evaluate_bpc",
     "find_adapters",
-    "get_preset",
     "inject",
     "load_adapter",
-    "load_smollm2",
-    "pretrained_backbone",
     "print_trainable_parameters",
     "reduce",
     "remove",
     "save_adapter",
-    "train",
     "unload",
 ]

@@ -746,7 +746,7 @@ def calibrate(
         Each item: a LongTensor of input ids (B, L); a mapping of model inputs
         (``input_ids``, ``attention_mask`` (B, L), ...; ``labels`` are dropped and
         ``use_cache=False`` is added when the model accepts it); or a tuple whose first item
-        is the input ids (e.g. :class:`adapters.tasks.Batch`).
+        is the input ids (e.g. an ``(input_ids, labels)`` named tuple).
     gramian : {"data", "input", "both"}, optional
         ``"data"``: the adapter's state second moment (for
         ``reduce(gramian="data")``); ``"input"``: the stream's second moment (H, H) (for

@@ -6,7 +6,7 @@ final-mode parity with T in {16, 32, 64}; 3 training seeds per cell. Every (task
 one fixed test set shared by all methods and all seeds (paired comparison); nothing is
 selected on it (each method is scored once, after its last step).
 
-Each cell (task, k, T, seed) is one call of :func:`adapters.experiment.run_experiment` and is
+Each cell (task, k, T, seed) is one call of :func:`benchmarks.hrm.experiment.run_experiment` and is
 cached as JSON under ``--out``/cells (keyed by the settings: a cell computed with other settings
 is recomputed, never mixed in), so the grid can be stopped and resumed, run in pieces and in
 parallel processes on disjoint subsets. After every cell the table ``--out``/tasks.md is
@@ -41,8 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.backbone import BackboneConfig
-from adapters.presets import Preset
+# Run as a script (``python benchmarks/bench_tasks.py``): the harness package
+# ``benchmarks.hrm`` is imported from the repository root, which is not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.hrm.backbone import BackboneConfig  # noqa: E402
+from benchmarks.hrm.presets import Preset  # noqa: E402
 
 GRID = (
     [("dfa", 2, T) for T in (16, 32, 64, 128)]
@@ -55,7 +59,7 @@ GROUPS = {"dfa2": ("dfa", 2), "dfa4": ("dfa", 4), "parity": ("parity", None)}
 # One backbone for the whole grid: context 160 fits the longest sample (DFA k=4, T=128:
 # 2k + T + 3 = 139 tokens). Budget (400 phase-1 steps of batch 16, 100 phase-2 steps) sized
 # so the 33 cells fit about 2.5 CPU-hours; task samples reach the backbone as characters
-# (``adapters.tasks.character_table``). Peak learning rates and schedules per method come
+# (``benchmarks.hrm.tasks.character_table``). Peak learning rates and schedules per method come
 # from ``select_lr.py`` (validation split of DFA k=2, T=16; results/select_lr.md), run
 # before any grid cell with these settings; nothing here was chosen by looking at grid results.
 ENCODING = "chars"
@@ -96,7 +100,7 @@ def cell_path(root: Path, key: str, task, k, T, seed) -> Path:  # noqa: N803
 
 def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa: N803
              rel_tol: float, gramian: str, progress: bool) -> dict:
-    from adapters.experiment import run_experiment
+    from benchmarks.hrm.experiment import run_experiment
 
     path = cell_path(root, key, task, k, T, seed)
     # the per-run table and plot are not kept: the cell JSON holds every number (HSVs too)
@@ -117,7 +121,7 @@ def run_cell(root: Path, key: str, preset: Preset, task, k, T, seed, *,  # noqa:
 
 @functools.cache
 def _last_rule(k: int, T: int, n_test: int, test_seed: int) -> float:  # noqa: N803
-    from adapters.tasks import dfa_last_symbol_accuracy, dfa_task
+    from benchmarks.hrm.tasks import dfa_last_symbol_accuracy, dfa_task
 
     return dfa_last_symbol_accuracy(dfa_task(n_test, k=k, length=T, seed=test_seed), k)
 
@@ -180,8 +184,8 @@ def build_table(root: Path, key: str, preset: Preset, cells: list, seeds, *, com
         f"Mean ± sample std over seeds {list(seeds)}; torch threads {threads}.",
         "",
         "The *last-bit rule* column is a memoryless reading of the prompt (table lookup on the "
-        "last bit only, `adapters.tasks.dfa_last_symbol_accuracy`): an adapter at or below it "
-        "has not shown that it carries the automaton's state across the bits.",
+        "last bit only, `benchmarks.hrm.tasks.dfa_last_symbol_accuracy`): an adapter at or "
+        "below it has not shown that it carries the automaton's state across the bits.",
         "",
         "| task | T | seeds | chance | majority | last-bit rule | backbone | LoRA | HRM "
         "| HRM-BT zero-shot | HRM-BT phase 2 | reduced order (mean per layer, of N) "

@@ -33,24 +33,27 @@ from pathlib import Path
 import torch
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Run as a script: the harness package ``benchmarks.hrm`` and the grid's preset are imported
+# from the repository root, which is not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_tasks import GRID_PRESET  # noqa: E402
+from benchmarks.bench_tasks import GRID_PRESET  # noqa: E402
+from benchmarks.hrm.presets import TEST_SEED  # noqa: E402
 
 SCHEDULES = {"cosine": 0.1, "constant": 1.0}  # name -> min_lr_ratio
 
 
 def run(args) -> list[dict]:
     from adapters import HRMConfig, inject
-    from adapters.experiment import _load_backbone, _Remapped, _task_data
-    from adapters.lora import iso_parameter_lora_rank, make_lora_model
-    from adapters.train import evaluate_accuracy, evaluate_bpc, train
+    from benchmarks.hrm.experiment import RemappedBatches, load_backbone, task_data
+    from benchmarks.hrm.lora import iso_parameter_lora_rank, make_lora_model
+    from benchmarks.hrm.train import evaluate_accuracy, evaluate_bpc, train
 
     preset = dataclasses.replace(GRID_PRESET, steps=args.steps, batch_size=args.batch_size)
-    base, _, table = _load_backbone(preset, "tiny", False, args.encoding)
-    data = _task_data(args.task, k=args.k, length=args.T, n_test=args.n_val,
+    base, _, table = load_backbone(preset, "tiny", False, args.encoding)
+    data = task_data(args.task, k=args.k, length=args.T, n_test=args.n_val,
                       test_seed=args.val_seed)
-    val = data.test if table is None else list(_Remapped(data.test, table))
+    val = data.test if table is None else list(RemappedBatches(data.test, table))
     candidates = (data.candidates if table is None
                   else tuple(int(table[c]) for c in data.candidates))
     config = HRMConfig(d_state=preset.state_size)
@@ -64,7 +67,7 @@ def run(args) -> list[dict]:
                          else make_lora_model(copy.deepcopy(base), rank, config=config))
                 stream = data.stream(args.batch_size, args.seed)
                 if table is not None:
-                    stream = iter(_Remapped(stream, table))
+                    stream = iter(RemappedBatches(stream, table))
                 tick = time.process_time()
                 h = train(model, stream, steps=args.steps, lr=lr,
                           warmup_steps=max(1, args.steps // 10),
@@ -112,8 +115,8 @@ def main(argv=None) -> int:
                         help="write the table from select_lr.json files of runs on disjoint "
                              "--methods (e.g. run in parallel processes) instead of training")
     args = parser.parse_args(argv)
-    if args.val_seed in (GRID_PRESET.test_seed,):
-        parser.error(f"--val-seed must differ from the grid's test seed {GRID_PRESET.test_seed}")
+    if args.val_seed == TEST_SEED:
+        parser.error(f"--val-seed must differ from the grid's test seed {TEST_SEED}")
 
     if args.merge:
         parts = [json.loads(Path(f).read_text()) for f in args.merge]
@@ -145,7 +148,7 @@ def main(argv=None) -> int:
            == (GRID_PRESET.steps, GRID_PRESET.batch_size) else " (NOT the grid's budget)")
         + "; "
         f"task encoding `{args.encoding}`; validation set of {args.n_val} samples, seed "
-        f"{args.val_seed} (the grid's test sets use seed {GRID_PRESET.test_seed}); training seed "
+        f"{args.val_seed} (the grid's test sets use seed {TEST_SEED}); training seed "
         f"{args.seed}; majority class {baselines['majority']:.3f}, chance "
         f"{baselines['chance']:.3f}. Torch/BLAS threads {args.threads}.",
         "",

@@ -45,10 +45,6 @@ MODULE_TITLES = {
     "adapters.generation": "Generation",
     "adapters.calibrate": "Calibration",
     "adapters.reduce": "Reduction",
-    "adapters.lora": "LoRA baseline",
-    "adapters.tasks": "Tasks",
-    "adapters.backbone": "Backbones",
-    "adapters.train": "Training",
     "adapters.exceptions": "Exceptions",
 }
 

@@ -7,7 +7,7 @@ downloads; ``tests/test_docs.py`` executes it."""
 # [model]
 import torch
 
-from adapters.backbone import BackboneConfig, build_backbone
+from benchmarks.hrm.backbone import BackboneConfig, build_backbone
 
 # Any Hugging Face decoder works the same way, e.g.
 #   model = transformers.AutoModelForCausalLM.from_pretrained("HuggingFaceTB/SmolLM2-135M")
@@ -28,8 +28,8 @@ with torch.no_grad():  # the gates start at 0: the adapted model IS the base mod
 # [/inject]
 
 # [train]
-from adapters.tasks import dfa_batches
-from adapters.train import train
+from benchmarks.hrm.tasks import dfa_batches
+from benchmarks.hrm.train import train
 
 history = train(model, dfa_batches(8, k=4, length=16, seed=0), steps=10, lr=1e-2,
                 progress=False)

@@ -5,10 +5,11 @@
 By default this runs a *reduced* version that finishes in seconds on a laptop CPU (and
 is executed by the documentation build): a tiny randomly initialised frozen backbone,
 short sequences, 40 steps. Its numbers exercise the pipeline; they do not rank the
-methods. ``python docs/tutorials/hrm_vs_lora.py --full`` runs the same steps at the
+methods. ``PYTHONPATH=. python docs/tutorials/hrm_vs_lora.py --full`` (from the repository
+root, where the harness package ``benchmarks.hrm`` lives) runs the same steps at the
 documented size: the project's pretrained character GPT-2 (pretrained once and cached),
 sequences of 128 bits and 1,500 steps per method. The project's experiment command,
-``python -m adapters --preset small`` (or ``paper``), runs this comparison with its
+``python -m benchmarks.hrm --preset small`` (or ``paper``), runs this comparison with its
 recorded settings and writes a results table.
 """
 
@@ -21,8 +22,15 @@ import copy
 
 import torch
 
-from adapters.backbone import BackboneConfig, build_backbone, pretrained_backbone
-from adapters.tasks import STATE_IDS, Batch, character_table, dfa_batches, dfa_task, task_baselines
+from benchmarks.hrm.backbone import BackboneConfig, build_backbone, pretrained_backbone
+from benchmarks.hrm.tasks import (
+    STATE_IDS,
+    Batch,
+    character_table,
+    dfa_batches,
+    dfa_task,
+    task_baselines,
+)
 
 CHARS = character_table()  # task tokens written as characters: states A, B, ..., bits 0/1, | =
 
@@ -61,7 +69,7 @@ print(f"HRM: {hrm_params} trainable of {total} parameters")
 # [/hrm]
 
 # [lora]
-from adapters.lora import iso_parameter_lora_rank, make_lora_model
+from benchmarks.hrm.lora import iso_parameter_lora_rank, make_lora_model
 
 rank = iso_parameter_lora_rank(base, config)  # LoRA on the linears of the same MLPs
 lora_model = make_lora_model(copy.deepcopy(base), rank, config=config)
@@ -70,7 +78,7 @@ print(f"LoRA rank {rank}: {lora_params} trainable parameters")
 # [/lora]
 
 # [train]
-from adapters.train import evaluate_accuracy, train
+from benchmarks.hrm.train import evaluate_accuracy, train
 
 results = {}
 for name, model in (("HRM", hrm_model), ("LoRA", lora_model)):

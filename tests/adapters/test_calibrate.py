@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -13,8 +14,15 @@ import lti
 from adapters import CalibrationStats, HRMConfig, find_adapters, inject
 from adapters.calibrate import calibrate
 from adapters.exceptions import AdapterConfigError, AdapterError
-from adapters.tasks import Batch
 from tests.adapters._tiny import tiny_gpt2
+
+
+class Batch(NamedTuple):
+    """An ``(input_ids, labels)`` pair, the batch form of the experiment harness's tasks."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+
 
 transformers = pytest.importorskip("transformers")
 

@@ -25,7 +25,7 @@ def smollm2():
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
     os.environ["HF_HUB_OFFLINE"] = "1"
-    from adapters.backbone import load_smollm2, load_smollm2_tokenizer
+    from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
     from lti.exceptions import MissingDependencyError
 
     try:

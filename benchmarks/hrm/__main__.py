@@ -1,4 +1,4 @@
-"""Command line: ``python -m adapters [run] [options]`` runs the main job and prints its table.
+"""Command line: ``python -m benchmarks.hrm [run] [options]`` runs the main job, prints its table.
 
 The default (no arguments) is the README's main job with the ``quick`` preset: pretrain (once,
 then cached) the frozen character GPT-2, train an iso-parameter peft LoRA and an HRM adapter
@@ -19,12 +19,12 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m adapters`` (preset names read at call time)."""
-    from adapters.experiment import BACKBONES, TASKS
-    from adapters.presets import PRESETS
+    """The argument parser of ``python -m benchmarks.hrm`` (preset names read at call time)."""
+    from benchmarks.hrm.experiment import BACKBONES, TASKS
+    from benchmarks.hrm.presets import PRESETS
 
     parser = argparse.ArgumentParser(
-        prog="python -m adapters",
+        prog="python -m benchmarks.hrm",
         description="Train HRM and iso-parameter LoRA adapters on a frozen backbone, reduce "
                     "HRM by balanced truncation, fine-tune it, and print the results table.",
     )
@@ -91,8 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from adapters.exceptions import AdapterConfigError
-    from adapters.experiment import format_results, run_experiment
-    from adapters.presets import get_preset
+    from benchmarks.hrm.experiment import format_results, run_experiment
+    from benchmarks.hrm.presets import get_preset
 
     progress = not args.no_progress
     if progress:

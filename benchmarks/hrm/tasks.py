@@ -48,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .exceptions import AdapterConfigError
+from adapters.exceptions import AdapterConfigError
 
 __all__ = [
     "BIT_IDS",
@@ -193,7 +193,7 @@ def character_table() -> torch.Tensor:
 
     Examples
     --------
-    >>> from adapters.tasks import character_table, decode, dfa_task
+    >>> from benchmarks.hrm.tasks import character_table, decode, dfa_task
     >>> sample = dfa_task(1, k=2, length=6, seed=0).input_ids[0]
     >>> len(sample), len(decode(character_table()[sample]))
     (13, 13)
@@ -528,7 +528,7 @@ def dfa_last_symbol_accuracy(batch: Batch, k: int) -> float:
 
     Examples
     --------
-    >>> from adapters.tasks import dfa_last_symbol_accuracy, dfa_task
+    >>> from benchmarks.hrm.tasks import dfa_last_symbol_accuracy, dfa_task
     >>> test = dfa_task(1000, k=2, length=16, seed=10_000)
     >>> round(dfa_last_symbol_accuracy(test, k=2), 3)
     0.815

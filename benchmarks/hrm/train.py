@@ -2,7 +2,7 @@
 
 Works for any causal LM called as ``model(input_ids)`` that returns logits of shape
 ``(B, Lseq, V)`` or an object with a ``.logits`` attribute (Hugging Face models, peft
-models, models with injected adapters). Batches are :class:`~adapters.tasks.Batch` pairs
+models, models with injected adapters). Batches are :class:`~benchmarks.hrm.tasks.Batch` pairs
 ``(input_ids, labels)`` of shape ``(B, Lseq)`` in the Hugging Face convention:
 ``labels[:, i]`` is predicted from the logits at position ``i - 1``, ``-100`` means no loss.
 The loss is plain cross-entropy (no label smoothing), so bits per character are exact.
@@ -21,8 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from .exceptions import AdapterConfigError, AdapterShapeError
-from .tasks import IGNORE_INDEX
+from adapters.exceptions import AdapterConfigError, AdapterShapeError
+from benchmarks.hrm.tasks import IGNORE_INDEX
 
 __all__ = ["TrainHistory", "causal_lm_loss", "evaluate_accuracy", "evaluate_bpc", "train"]
 
@@ -118,7 +118,7 @@ def causal_lm_loss(
 def _unpack(batch: object, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     if not (isinstance(batch, tuple) and len(batch) == 2):
         raise AdapterConfigError(
-            "each batch must be a pair (input_ids, labels), e.g. adapters.tasks.Batch; got "
+            "each batch must be a pair (input_ids, labels), e.g. benchmarks.hrm.tasks.Batch; got "
             f"{type(batch).__name__}"
         )
     input_ids, labels = batch
@@ -146,7 +146,7 @@ def train(
     model : torch.nn.Module
         A causal LM (see the module docstring); frozen parameters stay untouched.
     task_batches : iterable of (input_ids, labels), each of shape (B, Lseq)
-        An endless stream (e.g. :func:`~adapters.tasks.dfa_batches`) or a re-iterable
+        An endless stream (e.g. :func:`~benchmarks.hrm.tasks.dfa_batches`) or a re-iterable
         collection (e.g. a list), which is cycled through when it runs out.
     steps : int
         Number of optimiser steps.
@@ -300,7 +300,7 @@ def evaluate_bpc(model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.T
     model : torch.nn.Module
         A causal LM over the character vocabulary.
     batches : iterable of (input_ids, labels), each of shape (B, Lseq)
-        E.g. :func:`~adapters.tasks.lm_eval_batches` of the validation split.
+        E.g. :func:`~benchmarks.hrm.tasks.lm_eval_batches` of the validation split.
 
     Returns
     -------

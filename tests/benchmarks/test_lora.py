@@ -11,7 +11,7 @@ from torch import nn
 from adapters import DiagonalSSM, HRMConfig, find_adapters, inject
 from adapters.exceptions import AdapterConfigError
 from adapters.injection import get_nb_trainable_parameters
-from adapters.lora import (
+from benchmarks.hrm.lora import (
     count_hrm_parameters,
     count_lora_parameters,
     iso_parameter_lora_rank,

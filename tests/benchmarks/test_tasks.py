@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from adapters.exceptions import AdapterConfigError
-from adapters.tasks import (
+from benchmarks.hrm.tasks import (
     BIT_IDS,
     IGNORE_INDEX,
     MAX_STATES,

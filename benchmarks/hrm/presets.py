@@ -23,11 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .backbone import BackboneConfig
-from .exceptions import AdapterConfigError
-from .tasks import MAX_STATES
+from adapters.exceptions import AdapterConfigError
+from benchmarks.hrm.backbone import BackboneConfig
+from benchmarks.hrm.tasks import MAX_STATES
 
-__all__ = ["PRESETS", "Preset", "get_preset"]
+__all__ = ["PRESETS", "TEST_SEED", "Preset", "get_preset"]
+
+#: Seed of the fixed test set of every run, whatever its training seed: runs with different
+#: seeds (and every method of one run) are scored on the same samples (paired comparisons).
+TEST_SEED = 10_000
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,8 @@ class Preset:
     tol : float
         Relative Hankel-singular-value tolerance of the reduction (keep sigma_i / sigma_1 >= tol).
     seed : int
-        Training seed (backbone pretraining has its own, in ``backbone``); see
-        :attr:`test_seed`.
+        Training seed (backbone pretraining has its own, in ``backbone``); the test set's
+        seed is :data:`TEST_SEED`, whatever this one is.
     lora_lr : float or None
         Peak learning rate of the LoRA run; None uses `lr`.
     min_lr_ratio : float
@@ -135,11 +139,6 @@ class Preset:
         """Final-to-peak rate ratio per method (``1.0``: constant after the warm-up)."""
         lora = self.min_lr_ratio if self.lora_min_lr_ratio is None else self.lora_min_lr_ratio
         return {"hrm": self.min_lr_ratio, "lora": lora}
-
-    @property
-    def test_seed(self) -> int:
-        """Seed of the fixed test set, ``seed + 10_000`` (the same set for every method)."""
-        return self.seed + 10_000
 
     @property
     def sequence_length(self) -> int:

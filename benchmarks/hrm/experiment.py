@@ -3,10 +3,10 @@ balanced truncation and fine-tuned again.
 
 :func:`run_experiment` runs the whole pipeline of the paper on one task and one seed:
 
-1. load (or pretrain once and cache) the frozen backbone (:mod:`adapters.backbone`);
+1. load (or pretrain once and cache) the frozen backbone (:mod:`benchmarks.hrm.backbone`);
 2. phase 1: train an HRM adapter (N = ``preset.state_size``) beside every MLP and, on a
    separate copy, a peft LoRA on the linears of the same MLPs with the rank whose parameter
-   count is closest (:func:`adapters.lora.iso_parameter_lora_rank`); same data stream, same
+   count is closest (:func:`benchmarks.hrm.lora.iso_parameter_lora_rank`); same data stream, same
    number of steps;
 3. calibrate the trained HRM adapters on fresh training-distribution samples
    (:func:`adapters.calibrate`), then reduce every layer by balanced truncation
@@ -41,13 +41,13 @@ from typing import Any
 
 import torch
 
-from .backbone import pretrained_backbone
-from .config import HRMConfig
-from .exceptions import AdapterConfigError
-from .injection import find_adapters, inject
-from .lora import count_hrm_parameters, iso_parameter_lora_rank, make_lora_model
-from .presets import Preset, get_preset
-from .tasks import (
+from adapters.config import HRMConfig
+from adapters.exceptions import AdapterConfigError
+from adapters.injection import find_adapters, inject
+from benchmarks.hrm.backbone import pretrained_backbone
+from benchmarks.hrm.lora import count_hrm_parameters, iso_parameter_lora_rank, make_lora_model
+from benchmarks.hrm.presets import TEST_SEED, Preset, get_preset
+from benchmarks.hrm.tasks import (
     BIT_IDS,
     PAD_ID,
     STATE_IDS,
@@ -66,16 +66,23 @@ from .tasks import (
     parity_task,
     task_baselines,
 )
-from .train import evaluate_accuracy, evaluate_bpc, train
+from benchmarks.hrm.train import evaluate_accuracy, evaluate_bpc, train
 
-__all__ = ["BACKBONES", "TASKS", "TEST_SEED", "TaskData", "format_results", "run_experiment"]
+__all__ = [
+    "BACKBONES",
+    "TASKS",
+    "RemappedBatches",
+    "TaskData",
+    "format_results",
+    "load_backbone",
+    "run_experiment",
+    "task_data",
+]
 
 logger = logging.getLogger(__name__)
 
 TASKS = ("dfa", "parity", "text")
 BACKBONES = ("tiny", "smollm2")
-#: Seed of the fixed test set; independent of the training seed so that seeds are paired.
-TEST_SEED = 10_000
 # Offsets of the other data streams from the training seed (independent streams).
 _CALIBRATION_OFFSET = 1_000
 _PHASE2_OFFSET = 2_000
@@ -104,7 +111,7 @@ class TaskData:
         Token ids the answer is chosen from (accuracy tasks).
     baselines : dict
         ``chance`` and ``majority`` accuracy (DFA also ``last_symbol``, the memoryless
-        rule of :func:`adapters.tasks.dfa_last_symbol_accuracy`), or ``uniform`` and
+        rule of :func:`benchmarks.hrm.tasks.dfa_last_symbol_accuracy`), or ``uniform`` and
         ``unigram`` bits per character.
     description : str
         One line for the table's title.
@@ -132,7 +139,25 @@ def _split(batch: Batch, size: int) -> list[Batch]:
             for i in range(0, n, size)]
 
 
-def _task_data(task: str, *, k: int, length: int, n_test: int, test_seed: int) -> TaskData:
+def task_data(task: str, *, k: int, length: int, n_test: int, test_seed: int) -> TaskData:
+    """The training stream, fixed test set, answer candidates and baselines of one task.
+
+    Parameters
+    ----------
+    task : {"dfa", "parity", "text"}
+    k : int
+        DFA states (ignored by parity and text).
+    length : int
+        T: input symbols per sample (DFA, parity) or window length in characters (text).
+    n_test : int
+        Test samples (text: about that many windows, in batches of 32).
+    test_seed : int
+        Seed of the test set (:data:`~benchmarks.hrm.presets.TEST_SEED` in the main job).
+
+    Returns
+    -------
+    data : TaskData
+    """
     if task == "dfa":
         test = dfa_task(n_test, k=k, length=length, seed=test_seed)
         base = task_baselines(test, n_classes=k)
@@ -187,8 +212,16 @@ def _take(stream: Iterator[Batch], n_samples: int) -> list[Batch]:
     return out
 
 
-class _Remapped:
-    """A re-iterable view of a batch stream with ids mapped into another vocabulary."""
+class RemappedBatches:
+    """A re-iterable view of a batch stream with ids mapped into another vocabulary.
+
+    Parameters
+    ----------
+    source : iterable of Batch
+        Batches in the shared vocabulary of :mod:`benchmarks.hrm.tasks`.
+    table : torch.Tensor
+        ``(VOCAB_SIZE,)`` long: the new id of every shared id (labels ``-100`` stay).
+    """
 
     def __init__(self, source, table: torch.Tensor):
         self.source = source
@@ -212,8 +245,8 @@ def _smollm2_token_table() -> torch.Tensor:
     ``=``, bits -> ``0``/``1``, states -> ``A``, ``B``, ...). The map is injective within each
     task's tokens and within the text alphabet (the two never share a sample).
     """
-    from .backbone import load_smollm2_tokenizer
-    from .tasks import decode
+    from benchmarks.hrm.backbone import load_smollm2_tokenizer
+    from benchmarks.hrm.tasks import decode
 
     tokenizer = load_smollm2_tokenizer()
     chars = {PAD_ID: " ", UNK_ID: "?", **TASK_CHARACTERS}
@@ -229,14 +262,35 @@ def _smollm2_token_table() -> torch.Tensor:
     return table
 
 
-def _load_backbone(preset: Preset, backbone: str, progress: bool, encoding: str = "chars"):
+def load_backbone(preset: Preset, backbone: str, progress: bool, encoding: str = "chars"):
+    """The frozen backbone of a run, what to record about it, and its input id table.
+
+    Parameters
+    ----------
+    preset : Preset
+        Its ``backbone`` recipe is used for the tiny backbone.
+    backbone : {"tiny", "smollm2"}
+    progress : bool
+        Show progress bars (pretraining on a cache miss).
+    encoding : {"chars", "ids"}
+        Tiny backbone only: feed task tokens as characters or as the reserved task ids.
+
+    Returns
+    -------
+    model : torch.nn.Module
+        Frozen, in eval mode.
+    info : dict
+        JSON-ready: ``name``, ``config``, ``metrics``, ``from_cache``, ``path``.
+    table : torch.Tensor or None
+        Id map for :class:`RemappedBatches` (None: feed the task ids as they are).
+    """
     if backbone == "tiny":
         bb = pretrained_backbone(preset.backbone, progress=progress)
         info = {"name": "gpt2-char (pretrained by the project, frozen)",
                 "config": dataclasses.asdict(bb.config), "metrics": bb.metrics,
                 "from_cache": bb.from_cache, "path": str(bb.path)}
         return bb.model, info, (character_table() if encoding == "chars" else None)
-    from .backbone import load_smollm2
+    from benchmarks.hrm.backbone import load_smollm2
 
     start = time.perf_counter()
     model = load_smollm2()
@@ -285,7 +339,7 @@ def run_experiment(
     ----------
     preset : str or Preset
         ``"quick"`` (the default; a few minutes on two CPU cores), ``"small"``, ``"paper"``,
-        or a :class:`~adapters.presets.Preset`.
+        or a :class:`~benchmarks.hrm.presets.Preset`.
     task : {"dfa", "parity", "text"} or None
         None takes the preset's task.
     T : int or None
@@ -314,7 +368,7 @@ def run_experiment(
         Seed of the fixed, paired test set.
     encoding : {"chars", "ids"}
         How task samples reach the tiny backbone: as plain characters
-        (:func:`adapters.tasks.character_table`; the default) or with the reserved task
+        (:func:`benchmarks.hrm.tasks.character_table`; the default) or with the reserved task
         token ids, which its pretraining never teaches to tell apart (kept to reproduce
         that negative control). SmolLM2 always reads characters.
 
@@ -330,8 +384,7 @@ def run_experiment(
     AdapterConfigError
         Unknown task/backbone, a sequence longer than the backbone's context, bad tolerances.
     """
-    from .calibrate import calibrate
-    from .reduce import reduce
+    from adapters import calibrate, reduce
 
     start = time.perf_counter()
     preset = get_preset(preset) if isinstance(preset, str) else preset
@@ -367,15 +420,15 @@ def run_experiment(
     seconds: dict[str, float] = {}
 
     tick = time.perf_counter()
-    base, backbone_info, table = _load_backbone(preset, backbone, progress, encoding)
+    base, backbone_info, table = load_backbone(preset, backbone, progress, encoding)
     seconds["backbone"] = time.perf_counter() - tick
-    data = _task_data(task, k=k, length=T, n_test=preset.n_test, test_seed=test_seed)
+    data = task_data(task, k=k, length=T, n_test=preset.n_test, test_seed=test_seed)
 
     def stream(batch_size: int, s: int):
         source = data.stream(batch_size, s)
-        return source if table is None else iter(_Remapped(source, table))
+        return source if table is None else iter(RemappedBatches(source, table))
 
-    test = data.test if table is None else list(_Remapped(data.test, table))
+    test = data.test if table is None else list(RemappedBatches(data.test, table))
     candidates = (data.candidates if table is None or data.candidates is None
                   else tuple(int(table[c]) for c in data.candidates))
     scored = dataclasses.replace(data, test=test, candidates=candidates)

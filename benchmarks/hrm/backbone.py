@@ -2,7 +2,7 @@
 
 The tiny backbone is a nanoGPT-sized causal LM built as a Hugging Face
 ``GPT2LMHeadModel`` (so adapter injection, peft LoRA and ``generate()`` treat it like any
-HF decoder) over the shared vocabulary of :mod:`adapters.tasks`. It is pretrained briefly
+HF decoder) over the shared vocabulary of :mod:`benchmarks.hrm.tasks`. It is pretrained briefly
 here, on the character corpus mixed with task-format sequences whose answers are never
 supervised (so the frozen model knows the tokens and layouts, not the tasks), then cached
 to disk with safetensors and loaded from there on later runs (loading never unpickles).
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from .exceptions import AdapterConfigError, CheckpointError
-from .tasks import (
+from adapters.exceptions import AdapterConfigError, CheckpointError
+from benchmarks.hrm.tasks import (
     PAD_ID,
     VOCAB_SIZE,
     Batch,
@@ -77,7 +77,7 @@ class BackboneConfig:
         AdamW weight decay.
     task_mix : float
         Fraction of each batch's rows that are task-format sequences
-        (:func:`~adapters.tasks.format_batches`, answers unsupervised); the rest is text.
+        (:func:`~benchmarks.hrm.tasks.format_batches`, answers unsupervised); the rest is text.
     seed : int
         Seeds initialisation and data order.
     """
@@ -281,7 +281,7 @@ def pretrained_backbone(
     CheckpointError
         If the cache folder exists but cannot be loaded (delete it or pass ``force=True``).
     """
-    from .train import evaluate_bpc, train
+    from benchmarks.hrm.train import evaluate_bpc, train
 
     transformers = _require_transformers()
     config = BackboneConfig() if config is None else config
