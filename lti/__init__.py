@@ -29,6 +29,7 @@ from lti.exceptions import (
     NotSymmetricError,
     ShapeError,
     SolverError,
+    SparseNotSupportedError,
     UnstableSystemError,
 )
 
@@ -61,6 +62,7 @@ __all__ = [
     "SchurForm",
     "ShapeError",
     "SolverError",
+    "SparseNotSupportedError",
     "StableSplit",
     "StateCovarianceAccumulator",
     "UnstableSystemError",

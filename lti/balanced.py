@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg as sla
@@ -25,6 +25,7 @@ from scipy.linalg import lapack
 from lti._validation import as_float_matrix
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 from lti.gramians import stable_gramian_factors
+from lti.lowrank import is_sparse, lowrank_gramian_factors
 from lti.lyapunov import SchurForm
 from lti.stability import StableSplit, split_unstable
 from lti.system import DiscreteLTI, as_discrete_system, is_control_system
@@ -86,6 +87,11 @@ class BalancedTruncation:
         Number of HSVs of the stable part above the noise floor
         ``n_s eps max(sigma_1, ||Lc|| ||Lo|| / (1 - rho^2))`` (see
         :func:`balanced_truncation`): the numerical order of a minimal realisation.
+    factor_residuals : (float, float) or None
+        Sparse ``A`` only (``None`` otherwise): the relative residuals of the low-rank
+        controllability and observability factors used (:mod:`lti.lowrank`), reported beside
+        the bounds; ``hsv`` then has shape (k,) and ``error_bounds`` (k + 1,), k the rank
+        they resolve (see :func:`balanced_truncation`, Notes, for what is certified).
     """
 
     reduced: object
@@ -100,6 +106,7 @@ class BalancedTruncation:
     match_dc: bool
     n_unstable: int
     minimal_order: int
+    factor_residuals: tuple | None = None
 
     def __repr__(self) -> str:
         return (
@@ -208,7 +215,9 @@ def hankel_singular_values(sys) -> np.ndarray:
     Returns
     -------
     ndarray, shape (n,)
-        :math:`\\sigma_1 \\ge \\dots \\ge \\sigma_n \\ge 0`.
+        :math:`\\sigma_1 \\ge \\dots \\ge \\sigma_n \\ge 0`. For a sparse ``A``
+        only the leading k = min(rank of the two low-rank factors) values, shape (k,),
+        each a lower bound of the true one (see :func:`balanced_truncation`, Notes).
 
     Raises
     ------
@@ -237,6 +246,9 @@ def hankel_singular_values(sys) -> np.ndarray:
     True
     """
     G = as_discrete_system(sys)
+    if is_sparse(G.A):  # leading HSVs from low-rank ADI factors (lti.lowrank)
+        Fc, Fo = _sparse_factors(G)
+        return _hsv_svd(Fc.Z, Fo.Z, min(Fc.rank, Fo.rank))[0]
     try:
         F = stable_gramian_factors(G)
     except UnstableSystemError as exc:
@@ -451,6 +463,32 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     )
 
 
+# ------------------------------------------- sparse A: low-rank factors (lti.lowrank)
+
+
+def _sparse_factors(G: DiscreteLTI):
+    return lowrank_gramian_factors(G.A, G.B, G.C)
+
+
+def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
+    """Square-root BT of a sparse ``G`` with its low-rank ADI factors (dense result)."""
+    Fc, Fo = _sparse_factors(G)
+    k = min(Fc.rank, Fo.rank)
+    if isinstance(order, numbers.Integral) and not isinstance(order, bool) and order > k:
+        raise InvalidArgumentError(
+            f"`order` must be at most the rank resolved by the low-rank Gramian factors, "
+            f"min(rank_c, rank_o) = {k}; got {order} (lti.lowrank.lowrank_gramian_factors "
+            "with a smaller `tol` resolves more)"
+        )
+    rule = _check_rule(order, tol, rel_tol, k)
+    red = _reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4)
+    reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
+    res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
+    return replace(res, hsv=res.hsv[:k], error_bounds=res.error_bounds[: k + 1],
+                   minimal_order=min(res.minimal_order, k),
+                   factor_residuals=(Fc.rel_residual, Fo.rel_residual))
+
+
 def balanced_truncation(
     sys, *, order=None, tol=None, rel_tol=None, method: str = "auto", match_dc: bool = False
 ) -> BalancedTruncation:
@@ -488,6 +526,8 @@ def balanced_truncation(
     Returns
     -------
     BalancedTruncation
+        For a sparse ``A`` the reduced system is dense, ``hsv`` holds the k leading HSVs
+        and ``factor_residuals`` the residuals of the low-rank factors (see Notes).
         ``reduced`` (same type as `sys`), ``hsv``, ``order``, ``error_bound``,
         ``lower_bound``, ``error_bounds`` (every order), projections ``T``, ``Ti``,
         ``method``, ``match_dc``, ``n_unstable``, ``minimal_order``.
@@ -551,6 +591,21 @@ def balanced_truncation(
     AB09AD caps it with its rule ``n_s eps sigma_1`` (the same floor for a well-scaled
     system; ours also catches systems whose transfer function nearly cancels).
 
+    Sparse ``A`` (``scipy.sparse``, n up to ~1e5 and beyond): the factors are the low-rank
+    ADI factors ``Zc``, ``Zo`` of :func:`lti.lowrank.lowrank_gramian_factors` (default
+    tolerance 1e-10; one sparse LU per shift, shared), the same projections give a dense
+    reduced system, and ``hsv`` holds the k = min(rank_c, rank_o) values resolved. What is
+    certified: the ADI residuals are positive semidefinite
+    (``A Pk A^T - Pk + B B^T = W W^T``), so ``Pk = Zc Zc^T <= P``, ``Qk <= Q`` and every
+    computed HSV is a lower bound of the true one; hence ``lower_bound`` (``s_{r+1} <=
+    sigma_{r+1}``) is certified for every reduced model of order r. ``error_bound``
+    (``2 sum_{r<i<=k} s_i``) is the Enns bound evaluated on the computed HSVs: exact only
+    for zero residuals, it misses the unresolved tail (HSVs beyond k and the gaps
+    ``sigma_i - s_i``), which the Gramian errors ``P - Pk`` (the Gramian of ``(A, W)``, at
+    most ``||W^T W|| sum_j ||A^j||^2``, i.e. ``||W^T W|| / (1 - rho^2)`` for normal ``A``)
+    and ``Q - Qk`` control; the two relative residuals are therefore reported beside it in
+    ``factor_residuals``. Check the error of the reduced model when a guarantee is needed.
+
     Unstable systems: the real Schur form is reordered so that the eigenvalues with
     ``|lambda| < 1`` come first and a Sylvester equation decouples
     ``A ~ diag(A_s, A_u)``. The unstable part ``(A_u, B_u, C_u)`` is kept exactly and only
@@ -573,6 +628,8 @@ def balanced_truncation(
     method = _check_method(method)
     was_control = is_control_system(sys)
     G = as_discrete_system(sys)
+    if is_sparse(G.A):  # through low-rank ADI factors, dense reduced system
+        return _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc)
     rule = _check_rule(order, tol, rel_tol, G.n)
     try:  # stable: one Smith pass (small dense A) or one Schur form gives both factors
         F = stable_gramian_factors(G)

@@ -17,6 +17,7 @@ __all__ = [
     "SolverError",
     "MissingDependencyError",
     "EmptyDataError",
+    "SparseNotSupportedError",
 ]
 
 
@@ -54,3 +55,8 @@ class MissingDependencyError(LTIError, ImportError):
 
 class EmptyDataError(LTIError, ValueError):
     """A statistic was requested from no data (an empty stream or an empty accumulator)."""
+
+
+class SparseNotSupportedError(LTIError, TypeError):
+    """An operation needs dense algebra but the system's ``A`` is ``scipy.sparse``; the
+    message names the sparse alternative (low-rank factors, reduce first, ARPACK)."""

@@ -20,6 +20,7 @@ import scipy.linalg as sla
 
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factors
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
 from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
 from lti.system import DiscreteLTI, as_discrete_system
 
@@ -244,6 +245,12 @@ def _gramian(G: DiscreteLTI, horizon, factor: bool, transpose: bool):
     if not isinstance(factor, bool | np.bool_):
         raise InvalidArgumentError(f"`factor` must be a bool; got {factor!r}")
     B = G.C.T if transpose else G.B
+    if is_sparse(G.A):  # low-rank ADI factors only (lti.lowrank)
+        if not factor:
+            dense_only("an n x n Gramian", G)
+        if horizon is not None:
+            dense_only("a finite-horizon Gramian", G)
+        return np.asarray(lowrank_factor(G.A, B, transpose=transpose).Z)
     A_in = np.diag(G.A) if G.is_diagonal else G.A
     if horizon is None:
         if factor:
@@ -375,7 +382,10 @@ def gramian_factors(sys, *, horizon: int | None = None):
     otherwise (or when that iteration does not converge quickly) ONE real Schur
     decomposition of ``A`` is shared by both Hammarling solves. Finite horizon: one doubling
     pass shares the powers ``A^k``. Hankel singular values are the singular values of
-    ``Lo^T Lc``.
+    ``Lo^T Lc``. Sparse ``A``: low-rank ADI factors (n x k, k << n) sharing one set of
+    shifts and one sparse LU per shift (:func:`lti.lowrank.lowrank_gramian_factors`, whose
+    result also carries the residuals); finite horizons raise
+    :class:`~lti.exceptions.SparseNotSupportedError`.
 
     Examples
     --------
@@ -393,6 +403,11 @@ def gramian_factors(sys, *, horizon: int | None = None):
     """
     G = as_discrete_system(sys)
     horizon = _check_horizon(horizon)
+    if is_sparse(G.A):  # both low-rank ADI factors with shared shifts and LUs (lti.lowrank)
+        if horizon is not None:
+            dense_only("a finite-horizon Gramian", G)
+        Fc, Fo = lowrank_gramian_factors(G.A, G.B, G.C)
+        return np.asarray(Fc.Z), np.asarray(Fo.Z)
     if horizon is not None:
         Lc, Lo = _finite_factors(G.A, G.is_diagonal, [G.B, G.C.T], horizon, [False, True])
         return Lc, Lo

@@ -44,6 +44,7 @@ from lti._validation import (
     symmetrize_,
 )
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError
+from lti.lowrank import dense_only, is_sparse, lowrank_factor
 
 __all__ = [
     "SchurForm",
@@ -158,6 +159,7 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     True
     """
     method = _check_method(method, _SOLVE_METHODS)
+    dense_only("solve_discrete_lyapunov()", A)  # X is n x n: sparse A has the factor path
     M, a = _state_matrix(A)
     n = a.size if M is None else M.shape[0]
     Qm = as_float_matrix("Q", Q, allow_complex=True, copy=False)  # read only below
@@ -201,8 +203,10 @@ def lyapunov_factor(
 
     Parameters
     ----------
-    A : array_like, shape (n, n) or (n,)
+    A : array_like, shape (n, n) or (n,), or scipy.sparse matrix
         Schur-stable matrix, or the diagonal ``a`` of a diagonal one (real or complex).
+        A sparse ``A`` gives the low-rank ADI factor (n x k, k << n) of
+        :func:`lti.lowrank.lowrank_factor` with its defaults (`method`, `schur` ignored).
     B : array_like, shape (n, m)
         Right-hand side factor (a 1-D ``B`` is one column).
     method : {"auto", "diagonal", "hammarling", "smith", "slycot"}, optional
@@ -292,6 +296,10 @@ def lyapunov_factor(
     True
     """
     method = _check_method(method, _FACTOR_METHODS)
+    if is_sparse(A):  # low-rank ADI (lti.lowrank)
+        B2 = np.asarray(B, dtype=np.float64)
+        return np.asarray(lowrank_factor(A, B2[:, None] if B2.ndim == 1 else B2,
+                                         transpose=transpose).Z)
     M, a = _state_matrix(A)
     n = a.size if M is None else M.shape[0]
     B_arr = np.asarray(B)

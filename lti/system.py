@@ -23,6 +23,7 @@ from lti._validation import (
     spectral_radius,
 )
 from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError
+from lti.lowrank import as_sparse_state_matrix, dense_only, is_sparse
 
 __all__ = ["DiscreteLTI", "as_discrete_system", "discretize_zoh", "is_control_system"]
 
@@ -62,7 +63,7 @@ class DiscreteLTI:
     Parameters
     ----------
     A : array_like, shape (n, n)
-        State matrix.
+        State matrix; a ``scipy.sparse`` one stays sparse (CSR, see :mod:`lti.lowrank`).
     B : array_like, shape (n, m)
         Input matrix.
     C : array_like, shape (p, n)
@@ -120,7 +121,8 @@ class DiscreteLTI:
     dt: bool | float = True
 
     def __post_init__(self):
-        A = as_float_matrix("A", self.A)
+        sparse = is_sparse(self.A)
+        A = as_sparse_state_matrix("A", self.A) if sparse else as_float_matrix("A", self.A)
         n = check_square("A", A)
         B = as_float_matrix("B", self.B)
         C = as_float_matrix("C", self.C)
@@ -138,13 +140,13 @@ class DiscreteLTI:
             if D.shape != (p, m):
                 raise ShapeError(f"`D` must have shape (p, m) = {(p, m)}; got shape {D.shape}")
         dt = _check_dt(self.dt)
-        object.__setattr__(self, "A", _readonly(A))
+        object.__setattr__(self, "A", A if sparse else _readonly(A))
         object.__setattr__(self, "B", _readonly(B))
         object.__setattr__(self, "C", _readonly(C))
         object.__setattr__(self, "D", _readonly(D))
         object.__setattr__(self, "dt", dt)
-        off = A - np.diag(np.diag(A))
-        object.__setattr__(self, "_is_diagonal", not np.any(off))
+        off = None if sparse else A - np.diag(np.diag(A))
+        object.__setattr__(self, "_is_diagonal", not sparse and not np.any(off))
         object.__setattr__(self, "_cschur", None)
 
     # ------------------------------------------------------------------ sizes
@@ -169,7 +171,7 @@ class DiscreteLTI:
         return self._is_diagonal
 
     def __repr__(self) -> str:
-        kind = "diagonal " if self.is_diagonal else ""
+        kind = "diagonal " if self.is_diagonal else "sparse " if is_sparse(self.A) else ""
         return f"DiscreteLTI(n={self.n}, m={self.m}, p={self.p}, {kind}dt={self.dt})"
 
     # -------------------------------------------------------------- spectrum
@@ -181,6 +183,7 @@ class DiscreteLTI:
         ndarray of complex128, shape (n,)
             The poles, in no particular order (the diagonal's order for a diagonal ``A``).
         """
+        dense_only("poles()", self)
         if self.is_diagonal:
             return np.diag(self.A).astype(np.complex128)
         return np.linalg.eigvals(self.A).astype(np.complex128)
@@ -193,6 +196,7 @@ class DiscreteLTI:
         float
             Spectral radius of ``A``; the system is Schur-stable when it is below 1.
         """
+        dense_only("spectral_radius()", self)
         if self.is_diagonal:
             return spectral_radius(np.diag(self.A))
         return spectral_radius(self.A)
@@ -205,6 +209,7 @@ class DiscreteLTI:
         bool
             ``self.spectral_radius() < 1``.
         """
+        dense_only("is_stable()", self)
         return self.spectral_radius() < 1.0
 
     # ------------------------------------------------------------- responses
@@ -263,6 +268,7 @@ class DiscreteLTI:
         solve per point it costs O(n^2) per frequency. Near a pole the result is as
         ill-conditioned as the problem itself.
         """
+        dense_only("frequency_response()", self)
         w = np.atleast_1d(np.asarray(omega, dtype=np.float64))
         if w.ndim != 1:
             raise ShapeError(f"`omega` must be a scalar or 1-D array; got shape {w.shape}")
@@ -353,6 +359,7 @@ class DiscreteLTI:
         DiscreteLTI
             The same input-output system in the new coordinates.
         """
+        dense_only("similarity()", self)
         T = as_float_matrix("T", T)
         if T.shape != (self.n, self.n):
             raise ShapeError(f"`T` must have shape (n, n) = {(self.n, self.n)}; got {T.shape}")
@@ -379,6 +386,7 @@ class DiscreteLTI:
                 f"parallel connection needs equal (p, m); got {(self.p, self.m)} and "
                 f"{(other.p, other.m)}"
             )
+        dense_only("an interconnection (G + H, G - H, series)", self, other)
         dt = _common_dt(self.dt, other.dt)
         A = sla.block_diag(self.A, other.A)
         B = np.vstack([self.B, other.B])
@@ -418,6 +426,7 @@ class DiscreteLTI:
             raise ShapeError(
                 f"series connection needs other.m == self.p; got {other.m} and {self.p}"
             )
+        dense_only("an interconnection (G + H, G - H, series)", self, other)
         dt = _common_dt(self.dt, other.dt)
         n1, n2 = self.n, other.n
         A = np.zeros((n1 + n2, n1 + n2))
@@ -476,6 +485,7 @@ class DiscreteLTI:
             python-control is not installed (``pip install "lti-adapters[control]"``).
         """
         control = _import_control()
+        dense_only("to_control()", self)
         return control.ss(self.A, self.B, self.C, self.D, self.dt)
 
     @classmethod

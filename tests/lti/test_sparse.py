@@ -1,5 +1,5 @@
-"""Sparse systems: low-rank ADI factors (lti.lowrank) and balanced truncation through them
-(lti.lowrank_bt), checked against the dense solvers at small n."""
+"""Sparse systems: low-rank ADI factors (lti.lowrank), the sparse DiscreteLTI and balanced
+truncation through the factors, checked against the dense solvers at small n."""
 
 from __future__ import annotations
 
@@ -9,8 +9,25 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
-from lti import UnstableSystemError
-from lti.lowrank import lowrank_factor, lowrank_gramian_factors, lowrank_stein_residual
+import lti
+from lti import (
+    DiscreteLTI,
+    LTIError,
+    SparseNotSupportedError,
+    UnstableSystemError,
+    balanced_truncation,
+    controllability_gramian,
+    gramian_factors,
+    hankel_singular_values,
+    hinf_norm,
+    observability_gramian,
+)
+from lti.lowrank import (
+    is_sparse,
+    lowrank_factor,
+    lowrank_gramian_factors,
+    lowrank_stein_residual,
+)
 
 
 def heat(N: int):
@@ -126,3 +143,104 @@ def test_unstable_sparse_matrix_is_rejected():
     A = sp.diags([1.05 * np.ones(50)], [0], format="csr")
     with pytest.raises(UnstableSystemError):
         lowrank_factor(A, np.ones((50, 1)))
+
+
+# ------------------------------------------------------------- sparse DiscreteLTI
+
+
+def test_sparse_system_keeps_a_sparse_copy_and_simulates():
+    A, B, C = heat(8)
+    G = DiscreteLTI(A, B, C)
+    assert is_sparse(G.A) and G.A is not A and "sparse" in repr(G)
+    assert not G.is_diagonal
+    Gd = DiscreteLTI(A.toarray(), B, C)
+    u = np.random.default_rng(0).standard_normal((30, 1))
+    np.testing.assert_allclose(G.simulate(u), Gd.simulate(u), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(G.markov(5), Gd.markov(5), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose((-2.0 * G).markov(3), -2.0 * Gd.markov(3), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("call", "hint"),
+    [
+        (lambda G: G.poles(), "eigs"),
+        (lambda G: G.spectral_radius(), "eigs"),
+        (lambda G: G.is_stable(), "eigs"),
+        (lambda G: G.frequency_response([0.1]), "balanced_truncation"),
+        (lambda G: G - G, "balanced_truncation"),
+        (lambda G: G.series(G), "balanced_truncation"),
+        (lambda G: G.similarity(np.eye(G.n)), "balanced_truncation"),
+        (lambda G: G.to_control(), "balanced_truncation"),
+        (lambda G: controllability_gramian(G), "factor=True"),
+        (lambda G: observability_gramian(G, horizon=5, factor=True), "horizon=None"),
+        (lambda G: gramian_factors(G, horizon=5), "horizon=None"),
+        (lambda G: hinf_norm(G), "eigs"),
+    ],
+)
+def test_dense_only_operations_raise_a_typed_error(call, hint):
+    A, B, C = heat(6)
+    G = DiscreteLTI(A, B, C[:1])  # m = p = 1 so that series() passes its shape check
+    with pytest.raises(SparseNotSupportedError, match=hint) as info:
+        call(G)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, LTIError)
+
+
+def test_gramian_functions_dispatch_to_low_rank_factors():
+    A, B, C = heat(15)
+    G = DiscreteLTI(A, B, C)
+    Lc, Lo = gramian_factors(G)
+    L = observability_gramian(G, factor=True)
+    Ad = A.toarray()
+    P = sla.solve_discrete_lyapunov(Ad, B @ B.T)
+    Q = sla.solve_discrete_lyapunov(Ad.T, C.T @ C)
+    assert Lc.shape[1] < 40 and Lo.shape[1] < 60
+    assert _rel(Lc @ Lc.T, P) < 1e-7 and _rel(Lo @ Lo.T, Q) < 1e-7 and _rel(L @ L.T, Q) < 1e-7
+    Z = lti.lyapunov_factor(A, B)  # the public factor API dispatches sparse A too
+    assert Z.shape[1] < 40 and _rel(Z @ Z.T, P) < 1e-7
+    with pytest.raises(SparseNotSupportedError, match="lyapunov_factor"):
+        lti.solve_discrete_lyapunov(A, B @ B.T)
+
+
+# ------------------------------------------------------------------ HSVs and BT
+
+
+def _pair(N=15):
+    A, B, C = heat(N)
+    return DiscreteLTI(A, B, C), DiscreteLTI(A.toarray(), B, C)
+
+
+def test_leading_hsvs_match_dense_and_are_lower_bounds():
+    Gs, Gd = _pair()
+    hs, hd = hankel_singular_values(Gs), hankel_singular_values(Gd)
+    k = 8
+    assert hs.size < Gs.n
+    np.testing.assert_allclose(hs[:k], hd[:k], rtol=1e-6, atol=0)
+    assert np.all(hs <= hd[: hs.size] * (1 + 1e-8) + 1e-14 * hd[0])
+
+
+def test_sparse_balanced_truncation_matches_dense_bounds_and_error():
+    Gs, Gd = _pair()
+    rs = balanced_truncation(Gs, order=5)
+    rd = balanced_truncation(Gd, order=5)
+    assert rd.factor_residuals is None and len(rs.factor_residuals) == 2
+    assert isinstance(rs.reduced, DiscreteLTI) and not is_sparse(rs.reduced.A)
+    assert rs.order == 5 and rs.T.shape == (Gs.n, 5) and rs.Ti.shape == (5, Gs.n)
+    assert max(rs.factor_residuals) < 1e-9
+    np.testing.assert_allclose(rs.hsv[:8], rd.hsv[:8], rtol=1e-6)
+    assert rs.lower_bound == pytest.approx(rd.lower_bound, rel=1e-6)
+    assert rs.error_bound == pytest.approx(rd.error_bound, rel=1e-5)
+    err = hinf_norm(Gd - rs.reduced).value
+    assert rs.lower_bound * (1 - 1e-6) <= err <= rs.error_bound
+    w = np.linspace(0.0, np.pi, 9)
+    dG = rs.reduced.frequency_response(w) - rd.reduced.frequency_response(w)
+    assert np.max(np.abs(dG)) < 1e-5 * np.max(np.abs(Gd.frequency_response(w)))
+
+
+def test_sparse_balanced_truncation_by_tolerance_and_order_cap():
+    Gs, Gd = _pair()
+    rs = balanced_truncation(Gs, tol=1e-3)
+    rd = balanced_truncation(Gd, tol=1e-3)
+    assert rs.order == rd.order and rs.error_bound <= 1e-3
+    k = rs.hsv.size
+    with pytest.raises(lti.InvalidArgumentError, match="resolved by the low-rank"):
+        balanced_truncation(Gs, order=k + 1)
