@@ -31,18 +31,13 @@ def write(study, frozen: dict, chosen: dict, check: dict, *, seeds: int, env: di
     arms = list(chosen)
     pilots = {}
     for arm in arms:
-        cells = sorted((p for p in (study.results / "cells").glob(f"{arm}-lr*-s0-*.json")),
-                       key=lambda p: p.name)
         rows = []
-        for p in cells:
+        for p in (study.results / "cells").glob(f"pilot-{arm}-lr*-s0-*.json"):
             c = json.loads(p.read_text())
-            if c["config"]["code"] != study.version or c["config"]["budget"] != \
-                    json.loads(json.dumps(study.cell_config(arm, 0.0, 0)["budget"])):
-                continue
-            rows.append({"lr": c["config"]["lr"], "dev_bpc": c["dev"]["bpc"]})
+            if c["config"] == study.cell_config(arm, c["config"]["lr"], 0, "pilot"):
+                rows.append({"lr": c["config"]["lr"], "dev_bpc": c["dev"]["bpc"]})
         pilots[arm] = sorted(rows, key=lambda r: r["lr"])
-    runs = {arm: [study.run(arm, chosen[arm], s, test=True) for s in range(seeds)]
-            for arm in arms}
+    runs = {arm: [study.run(arm, chosen[arm], s) for s in range(seeds)] for arm in arms}
     ft = frozen["test"]
     per_seed = []
     for s in range(seeds):
@@ -114,9 +109,11 @@ def markdown(r: dict) -> str:
         "",
         f"Adapters in the top {b['n_top']} of 30 blocks; {b['steps']} steps x {b['batch']} "
         f"windows of {b['seq_len']} tokens, warm-up {b['warmup_frac']:.0%} + cosine; "
-        f"windows train/dev/test = {r['windows']['train']}/{r['windows']['dev']}/"
+        f"windows train (cached, sampled from)/dev/test = {r['windows']['train']}/"
+        f"{r['windows']['dev']}/"
         f"{r['windows']['test']} (test: {r['chars']['test']} predicted characters). "
-        "Learning rates chosen on the dev split (seed 0); BPC below is on the test split.",
+        f"Learning rates chosen by {b['pilot_steps']}-step pilots (seed 0) on "
+        f"{r['windows']['dev']} dev windows; BPC below is on the test split.",
         "",
         f"Hidden-state cache vs full forward (2 test windows): max |Δlogit| = "
         f"{r['cache_check']['max_abs_diff']:.3g} (identical: {r['cache_check']['identical']}).",

@@ -16,9 +16,9 @@ Protocol (fixed before any test-split number was seen):
 * Training: AdamW (no weight decay), ``steps`` steps of ``batch`` windows, linear warm-up over
   10 % of the steps then cosine to 0 (``transformers.get_cosine_schedule_with_warmup``), grad
   clip 1.0, loss = mean next-token NLL. Learning rate per arm: a grid (factor 3 apart) run on
-  seed 0 and scored by dev BPC; if the best is at an edge of the grid the grid is extended on
-  that side (so the choice is never at an edge). The seed-0 run at the chosen rate is that
-  arm's seed-0 result; seeds 1.. are run at the chosen rate.
+  seed 0, ``pilot_steps`` long (the same schedule shape), scored by dev BPC; if the best is at
+  an edge of the grid the grid is extended on that side (so the choice is never at an edge).
+  The main runs (``steps`` long, seeds 0, 1, ...) use the chosen rate.
 * Metric on the test split: BPC = total NLL in bits / characters covered by the predicted
   tokens, overall and split into target positions < 128 and >= 128; the frozen model's BPC
   beside it. Paired bootstrap (``scipy.stats.bootstrap``, windows resampled, 95 %) of the BPC
@@ -32,8 +32,8 @@ Protocol (fixed before any test-split number was seen):
 
 Every run writes one JSON file under ``benchmarks/results/lm_study/cells/`` named by a hash
 of its configuration and of this code (the two source files), so a re-run resumes and a code
-change never mixes with old cells. Adapter weights of each run are kept in the cache folder
-(not committed) so the test split is evaluated only for the chosen runs.
+change never mixes with old cells. Pilots are scored on the dev split only, main runs on the
+test split only.
 
 Run: ``python -m benchmarks.hrm.lm_study`` (``--help`` for the budget options).
 """
@@ -79,10 +79,12 @@ class Budget:
     d_state: int = 32
     seq_len: int = 256
     batch: int = 2
-    steps: int = 40
+    steps: int = 30
+    pilot_steps: int = 15
     train_windows: int = 160
+    dev_windows: int = 19
     warmup_frac: float = 0.1
-    phase2_steps: int = 20
+    phase2_steps: int = 15
     rel_tol: float = 0.01
     calib_windows: int = 16
     late: int = 128  # target positions >= late are "late"
@@ -297,19 +299,16 @@ class Study:
         return states
 
     # -- cells
-    def cell_config(self, arm: str, lr: float, seed: int) -> dict:
-        return {"arm": arm, "lr": lr, "seed": seed, "budget": dataclasses.asdict(self.budget),
-                "code": self.version}
+    def cell_config(self, arm: str, lr: float, seed: int, kind: str = "main") -> dict:
+        return {"arm": arm, "lr": lr, "seed": seed, "kind": kind,
+                "budget": dataclasses.asdict(self.budget), "code": self.version}
 
     def _key(self, cfg: dict) -> str:
         return hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
 
     def _cell_path(self, cfg: dict) -> Path:
-        return self.results / "cells" / f"{cfg['arm']}-lr{cfg['lr']:g}-s{cfg['seed']}-" \
-            f"{self._key(cfg)}.json"
-
-    def _weights_path(self, cfg: dict) -> Path:
-        return smollm.cache_dir() / "weights" / f"{self._key(cfg)}.pt"
+        return self.results / "cells" / f"{cfg.get('kind', 'main')}-{cfg['arm']}-" \
+            f"lr{cfg['lr']:g}-s{cfg['seed']}-{self._key(cfg)}.json"
 
     def _write(self, path: Path, data: dict) -> None:
         tmp = path.with_suffix(".tmp")
@@ -332,41 +331,31 @@ class Study:
         self._write(path, out)
         return out
 
-    def run(self, arm: str, lr: float, seed: int, *, test: bool = False) -> dict:
-        """Train one cell (or load it), evaluate dev; test too when ``test``."""
-        cfg = self.cell_config(arm, lr, seed)
-        path, wpath = self._cell_path(cfg), self._weights_path(cfg)
-        cell = json.loads(path.read_text()) if path.exists() else None
-        if cell is not None and (not test or "test" in cell):
-            return cell
+    def run(self, arm: str, lr: float, seed: int, *, pilot: bool = False) -> dict:
+        """Train one cell or load its file. A pilot (``pilot_steps``) is scored on the dev
+        split, a main run (``steps``) on the test split (then reduced, for HRM)."""
+        cfg = self.cell_config(arm, lr, seed, "pilot" if pilot else "main")
+        path = self._cell_path(cfg)
+        if path.exists():
+            return json.loads(path.read_text())
+        split = "dev" if pilot else "test"
         wrapped, detach = attach(self.model, arm, self.budget, seed)
         top = TopView(wrapped, self.first)
         try:
-            if cell is None:
-                hist = train_run(top, self.states["train"], self.win["train"].ids,
-                                 steps=self.budget.steps, batch=self.budget.batch, lr=lr,
-                                 warmup_frac=self.budget.warmup_frac, seed=seed,
-                                 desc=f"{arm} lr={lr:g} seed={seed}", progress=self.progress)
-                cell = {"config": cfg, "n_trainable": sum(p.numel() for p in
-                                                          trainable(top).values()),
-                        "train": hist,
-                        "dev": evaluate(top, self.states["dev"], self.win["dev"],
-                                        late=self.budget.late,
-                                        progress=self.progress, desc=f"{arm} dev")}
-                wpath.parent.mkdir(parents=True, exist_ok=True)
-                torch.save({n: p.detach().clone() for n, p in trainable(top).items()}, wpath)
-            else:
-                state = torch.load(wpath, weights_only=True)
-                missing = set(trainable(top)) - set(state)
-                if missing:
-                    raise RuntimeError(f"saved weights lack {sorted(missing)[:3]}")
-                top.load_state_dict(state, strict=False)
-            if test:
-                cell["test"] = evaluate(top, self.states["test"], self.win["test"],
-                                        late=self.budget.late,
-                                        progress=self.progress, desc=f"{arm} test")
+            hist = train_run(top, self.states["train"], self.win["train"].ids,
+                             steps=self.budget.pilot_steps if pilot else self.budget.steps,
+                             batch=self.budget.batch, lr=lr,
+                             warmup_frac=self.budget.warmup_frac, seed=seed,
+                             desc=f"{cfg['kind']} {arm} lr={lr:g} seed={seed}",
+                             progress=self.progress)
+            cell = {"config": cfg,
+                    "n_trainable": sum(p.numel() for p in trainable(top).values()),
+                    "train": hist,
+                    split: evaluate(top, self.states[split], self.win[split],
+                                    late=self.budget.late, progress=self.progress,
+                                    desc=f"{arm} {split}")}
             self._write(path, cell)
-            if arm == "hrm" and test:
+            if arm == "hrm" and not pilot:
                 self._reduce_cell(top, cfg, cell)
         finally:
             detach()
@@ -407,7 +396,7 @@ class Study:
         """Grid on seed 0 scored by dev BPC, extended until the best is interior."""
         grid = list(LR_GRIDS[arm])
         for _ in range(max_extend + 1):
-            cells = [self.run(arm, lr, 0) for lr in grid]
+            cells = [self.run(arm, lr, 0, pilot=True) for lr in grid]
             scores = [c["dev"]["bpc"] if math.isfinite(c["dev"]["bpc"]) else math.inf
                       for c in cells]
             best = int(np.argmin(scores))
@@ -421,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--steps", type=int, default=Budget.steps)
+    p.add_argument("--pilot-steps", type=int, default=Budget.pilot_steps)
     p.add_argument("--batch", type=int, default=Budget.batch)
     p.add_argument("--phase2-steps", type=int, default=Budget.phase2_steps)
     p.add_argument("--calib-windows", type=int, default=Budget.calib_windows)
@@ -435,9 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    budget = Budget(steps=args.steps, batch=args.batch, phase2_steps=args.phase2_steps,
-                    calib_windows=args.calib_windows, train_windows=args.train_windows)
-    caps = {"train": budget.train_windows}
+    budget = Budget(steps=args.steps, pilot_steps=args.pilot_steps, batch=args.batch,
+                    phase2_steps=args.phase2_steps, calib_windows=args.calib_windows,
+                    train_windows=args.train_windows)
+    caps = {"train": budget.train_windows, "dev": budget.dev_windows}
     if args.max_windows is not None:
         caps = dict.fromkeys(("train", "dev", "test"), args.max_windows)
     study = Study(budget, progress=not args.no_progress, results=args.results, max_windows=caps)
@@ -446,12 +437,10 @@ def main(argv: list[str] | None = None) -> int:
     frozen = study.frozen()
     chosen = {}
     for arm in arms:
-        lr, _ = study.choose_lr(arm, args.max_extend)
-        chosen[arm] = lr
-        study.run(arm, lr, 0, test=True)
-    for seed in range(1, args.seeds):
+        chosen[arm] = study.choose_lr(arm, args.max_extend)[0]
+    for seed in range(args.seeds):
         for arm in arms:
-            study.run(arm, chosen[arm], seed, test=True)
+            study.run(arm, chosen[arm], seed)
     params = {"hrm": hrm_parameters(study.model, budget),
               "stateless": hrm_parameters(study.model, budget)}
     for arm in ("lora_qv", "lora_mlp"):

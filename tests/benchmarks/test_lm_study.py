@@ -112,7 +112,8 @@ def test_study_end_to_end_on_a_tiny_llama(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(smollm, "load_model", lambda: model)
     monkeypatch.setattr(smollm, "load_tokenizer", _CharTokenizer)
     monkeypatch.setattr(lm_study, "LR_GRIDS", {a: (1e-3, 1e-2, 1e-1) for a in lm_study.ARMS})
-    budget = lm_study.Budget(n_top=2, d_state=4, seq_len=32, steps=3, phase2_steps=2, late=16,
+    budget = lm_study.Budget(n_top=2, d_state=4, seq_len=32, steps=3, pilot_steps=2,
+                             phase2_steps=2, late=16,
                              calib_windows=4, train_windows=8)
     study = lm_study.Study(budget, progress=False, results=tmp_path / "res",
                            max_windows={"train": 8, "dev": 4, "test": 6})
@@ -121,16 +122,18 @@ def test_study_end_to_end_on_a_tiny_llama(tiny, tmp_path, monkeypatch):
     frozen = study.frozen()
     lr, cells = study.choose_lr("hrm", max_extend=0)
     assert lr in (1e-3, 1e-2, 1e-1) and len(cells) == 3
-    cell = study.run("hrm", lr, 0, test=True)
+    assert all("dev" in c and "test" not in c for c in cells)  # pilots never see test
+    cell = study.run("hrm", lr, 0)
     assert set(cell["test"]) >= {"bpc", "bpc_early", "bpc_late", "nll_late"}
-    again = study.run("hrm", lr, 0, test=True)  # from the cell file, no training
+    assert len(cell["train"]["losses"]) == budget.steps and "dev" not in cell
+    again = study.run("hrm", lr, 0)  # from the cell file, no training
     assert again == cell
-    reduced = list((tmp_path / "res" / "cells").glob("hrm_reduced-*.json"))
+    reduced = list((tmp_path / "res" / "cells").glob("main-hrm_reduced-*.json"))
     assert len(reduced) == 1
     chosen = {"hrm": lr}
     for arm in ("stateless", "lora_qv", "lora_mlp"):
         chosen[arm] = study.choose_lr(arm, max_extend=0)[0]
-        study.run(arm, chosen[arm], 0, test=True)
+        study.run(arm, chosen[arm], 0)
     from benchmarks.hrm import lm_report
 
     params = {"hrm": 1, "stateless": 1, "lora_qv": 1, "lora_qv_rank": 1, "lora_mlp": 1,
