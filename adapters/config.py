@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from adapters.exceptions import AdapterConfigError
 from adapters.ssm import DT_MAX, DT_MIN
 
@@ -32,6 +34,9 @@ _SCANS = ("auto", "fft", "chunked")
 _READS = ("mlp_input", "mlp_output")
 _INITS = ("s4d",)
 _DTYPES = ("float32", "float64")
+_DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32",
+                  "float64": "float64", "fp64": "float64", "double": "float64"}
+_HALF_NAMES = ("bfloat16", "bf16", "float16", "fp16", "half")
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,15 @@ class HRMConfig:
         from the end of the matched blocks.
     init : {"s4d"}, default "s4d"
         Initialisation of the continuous state matrix.
-    dtype : {"float32", "float64"}, default "float32"
+    dtype : {"float32", "float64"} or torch.dtype, default "float32"
         Parameter dtype of the adapters, independent of the (possibly bf16) base model; the
-        branch output is cast back to the MLP output dtype.
+        branch output is cast back to the MLP output dtype. Accepts ``torch.float32`` /
+        ``torch.float64`` and the names ``"float32"``, ``"fp32"``, ``"float"``,
+        ``"float64"``, ``"fp64"``, ``"double"`` (also with a ``"torch."`` prefix); stored as
+        ``"float32"`` or ``"float64"``. Half precision (``torch.bfloat16``, ``"bf16"``,
+        ``torch.float16``, ``"fp16"``, ...) is refused: the poles ``ā = exp(-Δλ)`` of slow modes
+        round to 1 in bfloat16. For the same reason ``model.to(torch.bfloat16)`` keeps the
+        adapters' dtype (see :class:`adapters.HRMAdapter`).
     d_model : int or None, default None
         Width H of the stream the adapters read. ``None`` infers it from
         ``model.config.hidden_size`` or, for plain modules, from the matched module's first
@@ -107,6 +118,7 @@ class HRMConfig:
             object.__setattr__(self, "target_modules", tuple(self.target_modules))
         if isinstance(self.layers_to_skip, (list, tuple)):
             object.__setattr__(self, "layers_to_skip", tuple(self.layers_to_skip))
+        object.__setattr__(self, "dtype", _dtype_name(self.dtype))
         self.validate()
 
     def validate(self) -> None:
@@ -303,6 +315,33 @@ class HRMConfig:
         except (json.JSONDecodeError, TypeError) as exc:
             raise AdapterConfigError(f"config JSON could not be parsed: {exc}") from exc
         return cls.from_dict(data)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """Canonical name ("float32" / "float64") of a dtype given as torch.dtype or name.
+
+    Raises :class:`AdapterConfigError` for half precision and anything unknown.
+    """
+    if isinstance(dtype, torch.dtype):
+        key = str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, str):
+        key = dtype.strip().lower().removeprefix("torch.")
+    else:
+        raise AdapterConfigError(
+            f"`dtype` must be a torch.dtype or a name such as 'float32'; got "
+            f"{type(dtype).__name__} {dtype!r}"
+        )
+    if key in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[key]
+    if key in _HALF_NAMES:
+        raise AdapterConfigError(
+            f"`dtype` must be float32 or float64 (torch.float32 / 'fp32', torch.float64 / "
+            f"'fp64'); got {dtype!r}: adapter parameters are not kept in half precision, "
+            "because the poles exp(-dt * lambda) of slow modes round to 1 in bfloat16. The base "
+            "model may be bfloat16/float16: the branch runs in the adapters' dtype and its "
+            "output is cast to the model's"
+        )
+    raise AdapterConfigError(f"`dtype` must be one of {_DTYPES}; got {dtype!r}")
 
 
 def _check_regex(pattern: str) -> None:

@@ -214,6 +214,10 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     config = get_adapter_config(model)
     adapters = find_adapters(model)
     tensors = adapter_state_dict(model)
+    dtypes = {_dtype_name(p.dtype) for a in adapters.values() for p in a.adapter.parameters()
+              if p.is_floating_point()}
+    if len(dtypes) == 1 and dtypes != {config.dtype}:  # e.g. after model.to(torch.float64)
+        config = config.replace(dtype=dtypes.pop())
     meta = {
         "adapter_type": ADAPTER_TYPE,
         "format_version": FORMAT_VERSION,

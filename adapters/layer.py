@@ -21,6 +21,7 @@ __all__ = ["HRMAdapter", "READS"]
 
 READS = ("mlp_input", "mlp_output")
 """Streams an adapter can read: the MLP's input or its output."""
+_LOW = (torch.float16, torch.bfloat16)
 
 
 class HRMAdapter(nn.Module):
@@ -50,6 +51,11 @@ class HRMAdapter(nn.Module):
     The block becomes :math:`h_{out} = h + \mathrm{MLP}(\mathrm{LN}(h)) + \alpha\, y`,
     :math:`y = \mathrm{SSM}(\text{stream})`, with the scalar gate :math:`\alpha`. Parameters:
     ``2 N H + 2 N + 1`` in real mode.
+
+    Dtype policy: the adapter's tensors stay float32 or float64 (``HRMConfig.dtype``). A cast
+    of the model to float16/bfloat16 (``model.to(torch.bfloat16)``, ``model.half()``) moves
+    them to the new device but keeps their dtype, because the poles ``ā = exp(-Δλ)`` of slow
+    modes round to 1 in bfloat16 (0.999 -> 1.0); casts to float32/float64 apply as usual.
 
     Examples
     --------
@@ -86,6 +92,17 @@ class HRMAdapter(nn.Module):
         self.ssm = ssm
         self.gate = nn.Parameter(torch.tensor(float(gate_init), dtype=p.dtype, device=p.device))
         self.reads = reads
+
+    def _apply(self, fn, recurse=True):
+        """``nn.Module._apply`` that never lowers a tensor below float32 (see Notes)."""
+
+        def keep_precision(t):
+            out = fn(t)
+            if t.is_floating_point() and t.dtype not in _LOW and out.dtype in _LOW:
+                return t.to(device=out.device)
+            return out
+
+        return super()._apply(keep_precision, recurse)
 
     @property
     def d_model(self) -> int:
