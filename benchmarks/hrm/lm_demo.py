@@ -50,15 +50,16 @@ def _sample(model, tok, prompt: str, n: int) -> str:
     return tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
-def run(out: Path, *, steps: int = 40, phase2_steps: int = 20, train_windows: int = 80,
+def run(out: Path, *, steps: int = 30, phase2_steps: int = 15, train_windows: int = 60,
         seed: int = 0, rel_tol: float = 0.01, sample_tokens: int = 40,
-        progress: bool = True) -> dict:
+        test_windows: int | None = None, progress: bool = True) -> dict:
     """The whole job; returns what it writes to ``out/results.json``."""
     t_start = time.perf_counter()
     budget = lm_study.Budget(steps=steps, phase2_steps=phase2_steps, rel_tol=rel_tol,
                              train_windows=train_windows)
     study = lm_study.Study(budget, progress=progress, results=out / "cells",
-                           max_windows={"train": train_windows}, splits=("train", "test"))
+                           max_windows={"train": train_windows, "test": test_windows},
+                           splits=("train", "test"))
     t_setup = time.perf_counter() - t_start
     rates, rate_source = _rates()
     test = study.states["test"], study.win["test"]
@@ -66,7 +67,7 @@ def run(out: Path, *, steps: int = 40, phase2_steps: int = 20, train_windows: in
                  "seed": seed, "learning_rates": rates, "learning_rate_source": rate_source,
                  "windows": {k: len(w) for k, w in study.win.items()},
                  "test_characters": int(study.win["test"].chars[:, 1:].sum())}
-    res["frozen"] = _bpc(lm_study.evaluate(study.top, *test, progress=progress,
+    res["frozen"] = _bpc(lm_study.evaluate(study.top, *test, progress=progress, late=budget.late,
                                            desc="frozen test"))
     res["sample_frozen"] = _sample(study.model, study.tok, PROMPT, sample_tokens)
 
@@ -78,7 +79,7 @@ def run(out: Path, *, steps: int = 40, phase2_steps: int = 20, train_windows: in
                               batch=budget.batch, lr=rates["lora_qv"],
                               warmup_frac=budget.warmup_frac, seed=seed,
                               desc="LoRA q,v", progress=progress)
-    res["lora_qv"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress,
+    res["lora_qv"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress, late=budget.late,
                                                desc="LoRA test")),
                       "rank": rank, "params": n_lora, "train_seconds": hist["seconds"]}
     detach()
@@ -93,19 +94,20 @@ def run(out: Path, *, steps: int = 40, phase2_steps: int = 20, train_windows: in
                               warmup_frac=budget.warmup_frac, seed=seed, desc="HRM",
                               progress=progress)
     n_hrm = sum(p.numel() for a in find_adapters(top).values() for p in a.adapter.parameters())
-    res["hrm"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress, desc="HRM test")),
+    res["hrm"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress, late=budget.late,
+                                            desc="HRM test")),
                   "params": n_hrm, "train_seconds": hist["seconds"]}
     calib = [study.states["train"][i:i + 4] for i in range(0, budget.calib_windows, 4)]
     stats = calibrate(top, calib, gramian="data", progress=progress)
     report = reduce(top, rel_tol=rel_tol, gramian="data", stats=stats)
-    res["hrm_reduced"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress,
+    res["hrm_reduced"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress, late=budget.late,
                                                    desc="reduced test")),
                           "params": report.params_after}
     hist = lm_study.train_run(top, study.states["train"], study.win["train"].ids,
                               steps=phase2_steps, batch=budget.batch, lr=rates["hrm"],
                               warmup_frac=budget.warmup_frac, seed=seed + 1000,
                               desc="HRM phase 2", progress=progress)
-    res["hrm_phase2"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress,
+    res["hrm_phase2"] = {**_bpc(lm_study.evaluate(top, *test, progress=progress, late=budget.late,
                                                   desc="phase-2 test")),
                          "params": report.params_after, "train_seconds": hist["seconds"]}
     res["layers"] = [{"name": lay.name, "order_before": lay.order_before,
@@ -170,9 +172,12 @@ def markdown(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("runs/demo-smollm2"))
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--phase2-steps", type=int, default=20)
-    p.add_argument("--train-windows", type=int, default=80)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--phase2-steps", type=int, default=15)
+    p.add_argument("--train-windows", type=int, default=60)
+    p.add_argument("--sample-tokens", type=int, default=40)
+    p.add_argument("--test-windows", type=int, default=None,
+                   help="evaluate on this many evenly spaced test windows (default: all)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rel-tol", type=float, default=0.01)
     p.add_argument("--threads", type=int, default=1)
@@ -181,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     res = run(args.out, steps=args.steps, phase2_steps=args.phase2_steps,
               train_windows=args.train_windows, seed=args.seed, rel_tol=args.rel_tol,
+              sample_tokens=args.sample_tokens, test_windows=args.test_windows,
               progress=not args.no_progress)
     print((args.out / "results.md").read_text())
     print(f"wrote {args.out}/results.md, results.json and hsv.png "

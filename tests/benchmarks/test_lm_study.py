@@ -145,3 +145,50 @@ def test_study_end_to_end_on_a_tiny_llama(tiny, tmp_path, monkeypatch):
     assert "Verdict" in text and "HRM minus" in text
     assert torch.equal(model(study.win["test"].ids).logits,
                        model(study.win["test"].ids).logits)
+
+
+class _GenTokenizer(_CharTokenizer):
+    eos_token_id = 0
+
+    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=True,
+                 return_tensors=None):
+        enc = super().__call__(text)
+        if return_tensors == "pt":
+            return {"input_ids": torch.tensor([enc["input_ids"]])}
+        return enc
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(97 + int(i) % 26) for i in ids)
+
+
+def test_demo_cli_runs_the_whole_job_on_a_tiny_llama(tiny, tmp_path, monkeypatch, capsys):
+    """``python -m benchmarks.hrm.lm_demo`` end to end (seconds): tables, plot, samples."""
+    pytest.importorskip("matplotlib")
+    from benchmarks.hrm import lm_demo
+
+    model, _ = tiny
+    monkeypatch.setenv("LTI_ADAPTERS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(smollm, "load_model", lambda: model)
+    monkeypatch.setattr(smollm, "load_tokenizer", _GenTokenizer)
+    real = lm_study.Budget
+
+    def small(**kw):
+        return real(**{**kw, "n_top": 2, "d_state": 4, "seq_len": 32, "late": 16,
+                       "calib_windows": 4})
+
+    monkeypatch.setattr(lm_study, "Budget", small)
+    out = tmp_path / "demo"
+    status = lm_demo.main(["--out", str(out), "--steps", "2", "--phase2-steps", "1",
+                           "--train-windows", "6", "--test-windows", "4", "--sample-tokens", "3",
+                           "--no-progress"])
+    assert status == 0
+    for name in ("results.md", "results.json", "hsv.png"):
+        assert (out / name).stat().st_size > 0
+    text = capsys.readouterr().out
+    assert "HRM reduced + phase 2" in text and "LoRA q,v" in text
+    import json
+
+    res = json.loads((out / "results.json").read_text())
+    assert res["hrm"]["params"] == 2 * (2 * 4 * 16 + 2 * 4 + 1)
+    assert [lay["order_before"] for lay in res["layers"]] == [4, 4]
+    assert len(res["sample_hrm_phase2"]) == 3
