@@ -11,8 +11,8 @@ import numbers
 import numpy as np
 
 from lti.exceptions import InvalidArgumentError
-from lti.norms import as_discrete_system, hinf_norm
-from lti.system import DiscreteLTI
+from lti.norms import hinf_norm
+from lti.system import DiscreteLTI, as_discrete_system
 
 __all__ = [
     "assert_balanced",
