@@ -237,7 +237,15 @@ def test_control_sysnorm_unstable_discrete():
 
 def _undamped_oscillator():
     """test_norm_2nd_order_system_imag_poles: 1 / (s^2 + 1) sampled at 0.1 s: poles on the
-    unit circle up to rounding (spectral radius 1 - 3e-16)."""
+    unit circle up to rounding: with python-control's own sampling (the peer's data) the
+    computed spectral radius is 1 - 3.3e-16; the block-exponential fallback gives 1."""
+    try:
+        import control
+    except ImportError:  # pragma: no cover - depends on the environment
+        control = None
+    if control is not None:
+        sysd = control.ss(control.sample_system(control.tf([1.0], [1.0, 0.0, 1.0]), 0.1))
+        return DiscreteLTI.from_control(sysd)
     A = np.array([[0.0, 1.0], [-1.0, 0.0]])
     Ad, Bd = _zoh(A, np.array([[0.0], [1.0]]), 0.1)
     return DiscreteLTI(Ad, Bd, [[1.0, 0.0]], [[0.0]], 0.1)
