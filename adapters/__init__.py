@@ -20,7 +20,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 # --- public API (each module adds its own names below) ---
-from adapters.calibrate import CalibrationStats, calibrate
+from adapters.calibration import calibrate
 from adapters.config import HRMConfig
 from adapters.injection import (
     find_adapters,
@@ -31,8 +31,10 @@ from adapters.injection import (
 )
 from adapters.io import load_adapter, save_adapter
 from adapters.layer import HRMAdapter
-from adapters.reduce import LayerReduction, ReductionReport, reduce
+from adapters.reduction import reduce
+from adapters.report import LayerReduction, ReductionReport
 from adapters.ssm import DiagonalSSM
+from adapters.statistics import CalibrationStats
 
 __all__: list[str] = [
     "CalibrationStats",

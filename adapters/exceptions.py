@@ -15,6 +15,7 @@ __all__ = [
     "TargetModulesNotFoundError",
     "CheckpointError",
     "BaseModelMismatchError",
+    "MissingDependencyError",
 ]
 
 
@@ -48,3 +49,7 @@ class CheckpointError(AdapterError, ValueError):
 
 class BaseModelMismatchError(CheckpointError):
     """An adapter checkpoint was saved on another base model (type, width or depth differ)."""
+
+
+class MissingDependencyError(AdapterError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

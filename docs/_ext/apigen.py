@@ -43,8 +43,10 @@ MODULE_TITLES = {
     "adapters.ssm_lti": "SSM and lti conversions",
     "adapters.layer": "Adapter layer",
     "adapters.generation": "Generation",
-    "adapters.calibrate": "Calibration",
-    "adapters.reduce": "Reduction",
+    "adapters.calibration": "Calibration",
+    "adapters.statistics": "Calibration statistics",
+    "adapters.reduction": "Reduction",
+    "adapters.report": "Reduction report",
     "adapters.exceptions": "Exceptions",
 }
 

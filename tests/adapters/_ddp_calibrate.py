@@ -1,6 +1,6 @@
 """Light helpers for the two-rank calibration test (spawned processes import only this).
 
-Kept apart from ``test_calibrate.py`` so that the spawned ranks do not import transformers.
+Kept apart from ``test_calibration.py`` so that the spawned ranks do not import transformers.
 """
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from adapters import HRMConfig, inject
-from adapters.calibrate import calibrate
+from adapters import HRMConfig, calibrate, inject
 
 VOCAB = 64
 

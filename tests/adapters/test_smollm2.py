@@ -25,8 +25,8 @@ def smollm2():
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
     os.environ["HF_HUB_OFFLINE"] = "1"
+    from adapters.exceptions import MissingDependencyError
     from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
-    from lti.exceptions import MissingDependencyError
 
     try:
         return load_smollm2(), load_smollm2_tokenizer()

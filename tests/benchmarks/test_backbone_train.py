@@ -11,7 +11,11 @@ from torch import nn
 
 pytest.importorskip("transformers")
 
-from adapters.exceptions import AdapterConfigError, CheckpointError  # noqa: E402
+from adapters.exceptions import (  # noqa: E402
+    AdapterConfigError,
+    CheckpointError,
+    MissingDependencyError,  # noqa: E402
+)
 from benchmarks.hrm.backbone import (  # noqa: E402
     BackboneConfig,
     build_backbone,
@@ -28,7 +32,6 @@ from benchmarks.hrm.tasks import (  # noqa: E402
     parity_task,
 )
 from benchmarks.hrm.train import causal_lm_loss, evaluate_accuracy, evaluate_bpc, train  # noqa: E402
-from lti.exceptions import MissingDependencyError  # noqa: E402
 
 TINY = BackboneConfig(n_layer=2, n_head=2, n_embd=32, n_positions=32, steps=40, batch_size=8,
                       lr=3e-3, warmup_steps=4, task_mix=0.25, seed=0)

@@ -18,14 +18,15 @@ from adapters import (
     HRMAdapter,
     HRMConfig,
     ReductionReport,
+    calibrate,
     find_adapters,
     inject,
     load_adapter,
+    reduce,
     save_adapter,
 )
-from adapters.calibrate import calibrate
 from adapters.exceptions import AdapterConfigError, AdapterError
-from adapters.reduce import modal_form, reduce
+from adapters.reduction import modal_form
 from tests.adapters._tiny import tiny_gpt2
 
 transformers = pytest.importorskip("transformers")

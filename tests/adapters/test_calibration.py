@@ -11,8 +11,7 @@ import pytest
 import torch
 
 import lti
-from adapters import CalibrationStats, HRMConfig, find_adapters, inject
-from adapters.calibrate import calibrate
+from adapters import CalibrationStats, HRMConfig, calibrate, find_adapters, inject
 from adapters.exceptions import AdapterConfigError, AdapterError
 from tests.adapters._tiny import tiny_gpt2
 

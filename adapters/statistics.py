@@ -1,59 +1,36 @@
-r"""Calibration: stream real data through an adapted model and collect Gramian statistics.
+r"""Calibration statistics: per-adapter state and stream moments, mergeable and saveable.
 
-Shapes: B batch, L length, H model width, N modes of a :class:`~adapters.DiagonalSSM`,
-n the order of its real system ``ssm.as_lti()`` (``n_real + 2 n_complex``).
+Shapes: H model width, n the order of an adapter's real system ``ssm.as_lti()``
+(``n_real + 2 n_complex``).
 
-:func:`calibrate` runs batches through a model adapted by :func:`adapters.inject` and, for
-every adapter, accumulates in float64 the statistics a data-driven Gramian needs:
-
-* ``"data"`` -- the adapter's own state second moment, the input-weighted controllability
-  Gramian of the paper's "empirical Hankel Gramians from the representation stream"
-
-  .. math:: \hat P = \frac{1}{T} \sum_{t} x_t x_t^T ,
-
-  with :math:`x_t` the state of the exported system ``ssm.as_lti()`` (real coordinates,
-  ``x = M s`` for the module's own complex modal state ``s``, see Notes of
-  :func:`calibrate`) driven by the stream the adapter reads;
-* ``"input"`` -- the stream's second moment :math:`W = \frac1T \sum_t u_t u_t^T` (H, H);
-* ``"both"``.
-
-Only real tokens count: positions where ``attention_mask == 0`` feed a zero stream (as the
-adapted model does) and are left out of every sum. Memory is constant in the number of
-tokens (O(n^2) or O(H^2) per layer), the sums use the compensated, mergeable
-:class:`lti.StateCovarianceAccumulator`, and under :mod:`torch.distributed` the per-rank
-sums are all-reduced (float64 sums, int64 counts), so two ranks that split the data give
-the statistics of one process that sees all of it.
+:func:`adapters.calibrate` (:mod:`adapters.calibration`) fills one :class:`LayerStats` per
+adapter and returns them as :class:`CalibrationStats`; :func:`adapters.reduce` reads the
+data-driven Gramians from them. Every stored quantity is additive (token counts, sums, sums
+of outer products, accumulated with the compensated :class:`lti.StateCovarianceAccumulator`),
+so data-parallel shards merge exactly; :func:`adapter_fingerprint` ties the statistics to the
+adapter parameters they were collected with.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
-import inspect
 import json
-import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
-from adapters.injection import find_adapters
-from adapters.scan import chunked_scan
+from adapters.exceptions import AdapterConfigError, AdapterError
 
-__all__ = ["CalibrationStats", "LayerStats", "calibrate", "adapter_fingerprint"]
+__all__ = ["CALIBRATION_GRAMIANS", "CalibrationStats", "LayerStats", "adapter_fingerprint"]
 
-_GRAMIANS = ("data", "input", "both")
+#: What :func:`adapters.calibrate` can collect (its ``gramian`` argument).
+CALIBRATION_GRAMIANS = ("data", "input", "both")
 _FORMAT = "hrm-calibration"
 _FORMAT_VERSION = 1
-
-
-# --------------------------------------------------------------------------- helpers
-
 
 def adapter_fingerprint(adapter: nn.Module) -> str:
     """SHA-256 of an adapter's SSM tensors and structure.
@@ -81,78 +58,6 @@ def adapter_fingerprint(adapter: nn.Module) -> str:
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
 
-
-def _real_coordinates(ssm: nn.Module):
-    """Float64 ``(a, B̄)`` of the module and the map ``M`` from its real-stacked state
-    ``[s_real, Re s_cplx, Im s_cplx]`` (n,) to the state of ``ssm.as_lti()`` (n,).
-
-    The layout mirrors :meth:`DiagonalSSM.as_lti` and is verified against it
-    (``M A_aug = A M``, ``M B_aug = B``, ``C_aug = C M``), so a change there cannot silently
-    give statistics in the wrong coordinates.
-    """
-    wide = copy.deepcopy(ssm).to(torch.float64)
-    with torch.no_grad():
-        a, b, c = (t.detach().cpu() for t in wide.discrete())  # (N,), (N, H), (H, N)
-    a_np = a.resolve_conj().numpy().astype(np.complex128)
-    b_np = b.resolve_conj().numpy().astype(np.complex128)
-    c_np = c.resolve_conj().numpy().astype(np.complex128)
-    nr, nc = ssm.n_real, ssm.n_complex
-    n = nr + 2 * nc
-    ac = a_np[nr:]
-    flat = np.abs(ac.imag) <= 1e-12 * np.maximum(1.0, np.abs(ac))
-    f, p = np.flatnonzero(flat), np.flatnonzero(~flat)
-    m_map = np.zeros((n, n))  # lti state = m_map @ [s_r, Re s_c, Im s_c]
-    m_map[np.arange(nr), np.arange(nr)] = 1.0
-    row = nr
-    for idx in f:  # Re parts of real-pole complex modes, then their Im parts
-        m_map[row, nr + idx] = 1.0
-        row += 1
-    for idx in f:
-        m_map[row, nr + nc + idx] = 1.0
-        row += 1
-    s2 = math.sqrt(2.0)
-    for idx in p:  # each pair: xi = sqrt2 Re s, eta = -sqrt2 Im s
-        m_map[row, nr + idx] = s2
-        m_map[row + 1, nr + nc + idx] = -s2
-        row += 2
-    # real-stacked system of the module itself
-    a_aug = np.zeros((n, n))
-    a_aug[:nr, :nr] = np.diag(a_np[:nr].real)
-    ar, ai = ac.real, ac.imag
-    a_aug[nr:nr + nc, nr:nr + nc] = np.diag(ar)
-    a_aug[nr:nr + nc, nr + nc:] = -np.diag(ai)
-    a_aug[nr + nc:, nr:nr + nc] = np.diag(ai)
-    a_aug[nr + nc:, nr + nc:] = np.diag(ar)
-    b_aug = np.vstack([b_np[:nr].real, b_np[nr:].real, b_np[nr:].imag])  # (n, H)
-    c_aug = np.hstack([c_np[:, :nr].real, 2 * c_np[:, nr:].real, -2 * c_np[:, nr:].imag])
-    exported = ssm.as_lti()
-    a_l, b_l, c_l = (np.asarray(x) for x in (exported.A, exported.B, exported.C))
-    scale_b = max(float(np.abs(b_l).max(initial=0.0)), 1e-300)
-    scale_c = max(float(np.abs(c_l).max(initial=0.0)), 1e-300)
-    if not (
-        np.abs(a_l @ m_map - m_map @ a_aug).max(initial=0.0) <= 1e-12
-        and np.abs(m_map @ b_aug - b_l).max(initial=0.0) <= 1e-12 * scale_b
-        and np.abs(c_aug - c_l @ m_map).max(initial=0.0) <= 1e-12 * scale_c
-    ):
-        raise AdapterError(
-            "calibration's state layout disagrees with DiagonalSSM.as_lti() for an SSM with "
-            f"n_real={nr}, n_complex={nc}; the statistics would be in the wrong coordinates"
-        )
-    return a, b, m_map
-
-
-@dataclass
-class _Probe:
-    """Per-adapter calibration state while the hooks are installed."""
-
-    a: torch.Tensor  # (N,) float64 / complex128
-    b: torch.Tensor  # (N, H)
-    m_map: torch.Tensor  # (n, n) float64
-    n_real: int
-    stats: LayerStats
-
-
-# --------------------------------------------------------------------------- statistics
 
 
 def _moments(count, total, outer):
@@ -189,8 +94,10 @@ class LayerStats:
     def __init__(self, name, d_model, n_real, n_complex, fingerprint, gramian):
         from lti import StateCovarianceAccumulator
 
-        if gramian not in _GRAMIANS:
-            raise AdapterConfigError(f"`gramian` must be one of {_GRAMIANS}; got {gramian!r}")
+        if gramian not in CALIBRATION_GRAMIANS:
+            raise AdapterConfigError(
+                f"`gramian` must be one of {CALIBRATION_GRAMIANS}; got {gramian!r}"
+            )
         self.name = name
         self.d_model = int(d_model)
         self.n_real = int(n_real)
@@ -209,7 +116,20 @@ class LayerStats:
         acc = self.state if self.state is not None else self.inputs
         return int(acc.count)
 
-    def _add(self, which, count, total, outer):
+    def accumulate(self, which: str, count: int, total: np.ndarray, outer: np.ndarray) -> None:
+        """Add the moments of a batch of vectors to one statistic.
+
+        Parameters
+        ----------
+        which : {"state", "inputs"}
+            The statistic (it must be collected).
+        count : int
+            Number of vectors (tokens) T.
+        total : numpy.ndarray, shape (k,)
+            Their sum (float64); k is :attr:`order` for ``"state"``, H for ``"inputs"``.
+        outer : numpy.ndarray, shape (k, k)
+            The sum of their outer products ``V^T V`` for the vectors as rows of V (T, k).
+        """
         from lti import StateCovarianceAccumulator
 
         acc = getattr(self, which)
@@ -330,7 +250,7 @@ class CalibrationStats:
     >>> import torch
     >>> from torch import nn
     >>> from adapters import HRMConfig, inject
-    >>> from adapters.calibrate import calibrate
+    >>> from adapters import calibrate
     >>> class Block(nn.Module):
     ...     def __init__(self):
     ...         super().__init__()
@@ -617,248 +537,3 @@ class CalibrationStats:
     def __repr__(self) -> str:
         return (f"CalibrationStats(layers={len(self.layers)}, gramian={self.gramian!r}, "
                 f"tokens={self.tokens})")
-
-
-# --------------------------------------------------------------------------- calibration
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, DistributedDataParallel) else model
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
-def _accepts(model: nn.Module, name: str) -> bool:
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params
-
-
-def _prepare_call(model, base, batch, device):
-    """``(args, kwargs, mask)`` for one batch; mask (B, L_total) bool or None."""
-    no_cache = {"use_cache": False} if _accepts(base, "use_cache") else {}
-    if isinstance(batch, torch.Tensor):
-        return (batch.to(device),), dict(no_cache), None
-    if isinstance(batch, Mapping):
-        kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
-                  for k, v in batch.items() if k != "labels"}
-        if "use_cache" not in kwargs and _accepts(base, "use_cache"):
-            kwargs["use_cache"] = False  # no KV cache: one parallel scan per adapter
-        mask = kwargs.get("attention_mask")
-        return (), kwargs, mask
-    if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
-        mask = getattr(batch, "attention_mask", None)
-        kwargs = dict(no_cache)  # no KV cache: one parallel scan per adapter
-        if mask is not None:
-            kwargs["attention_mask"] = mask.to(device)
-        return (batch[0].to(device),), kwargs, kwargs.get("attention_mask")
-    raise AdapterConfigError(
-        "each batch must be a tensor of input ids, a mapping of model inputs (input_ids, "
-        f"attention_mask, ...) or a tuple whose first item is input ids; got {type(batch).__name__}"
-    )
-
-
-def _make_hook(probe: _Probe, current: dict):
-    def hook(module, args, kwargs):
-        u = args[0] if args else kwargs.get("u")
-        state = args[1] if len(args) > 1 else kwargs.get("state")
-        if state is not None:
-            raise AdapterError(
-                f"adapter {probe.stats.name!r} was called with a carried state during "
-                "calibration; calibrate without a KV cache"
-            )
-        if not isinstance(u, torch.Tensor) or u.dim() != 3:
-            raise AdapterShapeError(
-                f"adapter {probe.stats.name!r} got a stream that is not (B, L, H): "
-                f"{type(u).__name__} {tuple(getattr(u, 'shape', ()))}"
-            )
-        with torch.no_grad():
-            x = u.detach().to(torch.float64)  # (B, L, H)
-            batch, length = x.shape[0], x.shape[1]
-            mask = current.get("mask")
-            if mask is not None:
-                if mask.shape[0] != batch or mask.shape[1] < length:
-                    raise AdapterShapeError(
-                        f"`attention_mask` of shape {tuple(mask.shape)} does not cover the "
-                        f"stream of shape {tuple(x.shape)} at {probe.stats.name!r}"
-                    )
-                keep = mask[:, -length:].to(x.device).bool()  # (B, L)
-                x = x.masked_fill(~keep[..., None], 0.0)
-            else:
-                keep = torch.ones(batch, length, dtype=torch.bool, device=x.device)
-            st = probe.stats
-            if st.state is not None:
-                s_aug = _states(probe, x)  # (B, L, n) in the module's real-stacked layout
-                s = s_aug @ probe.m_map.T  # (B, L, n) in the as_lti() coordinates
-                v = s[keep]  # (T, n)
-                st._add("state", v.shape[0], v.sum(0).cpu().numpy(), (v.T @ v).cpu().numpy())
-            if st.inputs is not None:
-                v = x[keep]  # (T, H)
-                st._add("inputs", v.shape[0], v.sum(0).cpu().numpy(), (v.T @ v).cpu().numpy())
-        return None
-
-    return hook
-
-
-def _states(probe: _Probe, x: torch.Tensor) -> torch.Tensor:
-    """States of the adapter's SSM (float64) stacked as ``[s_real, Re s_c, Im s_c]``."""
-    nr = probe.n_real
-    a, b = probe.a.to(x.device), probe.b.to(x.device)
-    parts = []
-    if nr:
-        v = x @ b[:nr].real.T  # (B, L, n_real)
-        s, _ = chunked_scan(v, a[:nr].real)
-        parts.append(s)
-    if a.shape[0] > nr:
-        bc = b[nr:]
-        v = torch.complex(x @ bc.real.T, x @ bc.imag.T)  # (B, L, n_complex)
-        s, _ = chunked_scan(v, a[nr:])
-        parts += [s.real, s.imag]
-    return torch.cat(parts, dim=-1)
-
-
-def calibrate(
-    model: nn.Module,
-    batches: Iterable,
-    *,
-    gramian: str = "data",
-    progress: bool = True,
-    max_batches: int | None = None,
-    sync: bool = True,
-) -> CalibrationStats:
-    r"""Run data through an adapted model and collect per-adapter Gramian statistics.
-
-    Parameters
-    ----------
-    model : nn.Module
-        A model adapted by :func:`adapters.inject` (possibly wrapped in
-        ``DistributedDataParallel``). It is run in eval mode under ``torch.no_grad()``; the
-        training flags are restored afterwards.
-    batches : iterable
-        Each item: a LongTensor of input ids (B, L); a mapping of model inputs
-        (``input_ids``, ``attention_mask`` (B, L), ...; ``labels`` are dropped and
-        ``use_cache=False`` is added when the model accepts it); or a tuple whose first item
-        is the input ids (e.g. an ``(input_ids, labels)`` named tuple).
-    gramian : {"data", "input", "both"}, optional
-        ``"data"``: the adapter's state second moment (for
-        ``reduce(gramian="data")``); ``"input"``: the stream's second moment (H, H) (for
-        ``reduce(gramian="input")``); ``"both"``.
-    progress : bool, optional
-        Show a tqdm progress bar (rank 0 only).
-    max_batches : int, optional
-        Stop after this many batches (per rank).
-    sync : bool, optional
-        When a :mod:`torch.distributed` process group is initialised, all-reduce the
-        statistics so that every rank holds the sums over all ranks (default True).
-
-    Returns
-    -------
-    CalibrationStats
-        Per adapter: token count, sums and sums of outer products (float64).
-
-    Raises
-    ------
-    AdapterError
-        ``model`` has no adapters, or no token was counted (over all ranks).
-    AdapterConfigError
-        Bad `gramian`, `max_batches` or batch type.
-
-    Notes
-    -----
-    For each adapter the stream ``u`` (B, L, H) it reads is captured by a forward pre-hook,
-    padded positions are zeroed (as the adapted model's own forward does) and the float64
-    states of its discrete system are computed with a parallel scan from the zero state at
-    the start of every sequence:
-
-    .. math:: s_t = \bar a \odot s_{t-1} + \bar B u_t .
-
-    Complex modes are mapped to the real coordinates of ``ssm.as_lti()``
-    (``x = \sqrt2 (\Re s, -\Im s)`` per conjugate pair), and only positions with
-    ``attention_mask == 1`` are summed:
-
-    .. math::
-
-        \hat P = \frac{1}{T}\sum_{b,t:\ \mathrm{mask}_{bt}=1} x_{bt} x_{bt}^T, \qquad
-        W = \frac{1}{T}\sum_{b,t:\ \mathrm{mask}_{bt}=1} u_{bt} u_{bt}^T .
-
-    The raw second moment (not centred) is the input-weighted controllability Gramian
-    (:mod:`lti.datadriven`). Each per-batch sum is formed in float64 on the model's device
-    and added with compensated summation; data-parallel ranks all-reduce float64 sums and
-    int64 counts, so sharded calibration equals single-process calibration up to float64
-    rounding.
-    """
-    import torch.distributed as dist
-
-    if gramian not in _GRAMIANS:
-        raise AdapterConfigError(f"`gramian` must be one of {_GRAMIANS}; got {gramian!r}")
-    if max_batches is not None and (
-        isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1
-    ):
-        raise AdapterConfigError(
-            f"`max_batches` must be a positive int or None; got {max_batches!r}"
-        )
-    base = _unwrap(model)
-    adapted = find_adapters(base)
-    if not adapted:
-        raise AdapterError("`model` has no HRM adapters; call `adapters.inject` first")
-    distributed = dist.is_available() and dist.is_initialized()
-    rank = dist.get_rank() if distributed else 0
-
-    probes: dict[str, _Probe] = {}
-    for name, wrapper in adapted.items():
-        adapter = wrapper.adapter
-        ssm = adapter.ssm
-        a, b, m_map = _real_coordinates(ssm)
-        stats = LayerStats(name, ssm.d_model, ssm.n_real, ssm.n_complex,
-                           adapter_fingerprint(adapter), gramian)
-        dev = next(ssm.parameters()).device
-        probes[name] = _Probe(a.to(dev), b.to(dev), torch.from_numpy(m_map).to(dev),
-                              ssm.n_real, stats)
-
-    current: dict = {}
-    handles = [adapted[name].adapter.register_forward_pre_hook(_make_hook(p, current),
-                                                                 with_kwargs=True)
-               for name, p in probes.items()]
-    flags = [(m, m.training) for m in model.modules()]
-    device = _device_of(base)
-    total = None
-    if hasattr(batches, "__len__"):
-        total = len(batches) if max_batches is None else min(len(batches), max_batches)
-    elif max_batches is not None:
-        total = max_batches
-    try:
-        from tqdm.auto import tqdm
-
-        model.eval()
-        seen = 0
-        with torch.no_grad():
-            bar = tqdm(batches, total=total, desc="calibrate", unit="batch",
-                       disable=not progress or rank != 0)
-            for batch in bar:
-                if max_batches is not None and seen >= max_batches:
-                    break
-                args, kwargs, mask = _prepare_call(model, base, batch, device)
-                current["mask"] = None if mask is None else mask.bool()
-                model(*args, **kwargs)
-                seen += 1
-            bar.close()
-    finally:
-        for handle in handles:
-            handle.remove()
-        for module, flag in flags:
-            module.train(flag)
-    out = CalibrationStats({name: p.stats for name, p in probes.items()}, gramian)
-    if distributed and sync:
-        out.all_reduce()
-    if out.tokens == 0:
-        raise AdapterError("calibration counted no token (empty `batches` or all positions "
-                           "masked out)")
-    return out

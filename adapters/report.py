@@ -1,0 +1,352 @@
+"""The report of :func:`adapters.reduce`: what balanced truncation did to each adapter.
+
+:class:`LayerReduction` holds one adapter's HSVs, orders, mode counts, bounds (gate
+included), parameters and timing; :class:`ReductionReport` the layers and the settings, with
+a Markdown table, JSON round trip and an HSV plot (matplotlib, ``[plot]`` extra). Plain data:
+no torch, no numerics beyond the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adapters._optional import require
+from adapters.exceptions import AdapterError
+
+__all__ = ["LayerReduction", "ReductionReport"]
+
+
+@dataclass(frozen=True)
+class LayerReduction:
+    """What :func:`reduce` did to one adapter (all bounds include ``|gate|``).
+
+    Attributes
+    ----------
+    name : str
+        Dotted module name of the adapter.
+    gate : float
+        Gate g (kept unchanged).
+    gramian : str
+        ``"exact"``, ``"data"`` or ``"input"``.
+    hsv : tuple of float
+        Hankel singular values used to rank the states, descending (weighted ones for
+        ``"data"`` / ``"input"``), without the gate.
+    order_before, order_after : int
+        Real order n and r (``n_real + 2 n_complex``).
+    modes_before, modes_after : int
+        State length N and N' of the SSM modules.
+    n_real_after, n_complex_after : int
+        Mode structure of the reduced SSM.
+    lower_bound : float
+        ``|g| sigma_{r+1}(G)`` (unweighted HSVs): no adapter of order r is closer to the
+        full one in the H-infinity norm.
+    upper_bound : float
+        Certified ``|| g (G - G_mod) ||_inf`` bound for the module actually installed:
+        ``truncation_bound + realisation_bound + rounding slack``.
+    truncation_bound : float
+        ``|g|`` times the certified H-infinity bound of the balanced-truncation step
+        (``2 sum_{i>r} sigma_i`` for exact Gramians; the plain bound of
+        :func:`lti.weighted_balanced_truncation` otherwise).
+    weighted_bound : float or None
+        ``|g| 2 sum_{i>r} sigma~_i`` (data / input Gramians only): the bound for the weighted
+        *surrogate* system of :class:`lti.WeightedBalancedTruncation` (the input model built
+        from the statistics), not a bound on the error for the calibration stream itself.
+    realisation_bound : float
+        ``|g| 2 sum_i sigma_i(G_r - G_mod)``: certified bound of what the modal form, a
+        fallback perturbation and the rounding of the new parameters changed.
+    measured_error : float or None
+        ``|| g (G - G_mod) ||_inf`` from :func:`lti.hinf_norm` (``measure=True``).
+    eig_cond : float
+        Condition number of the unit-column eigenvector matrix of the diagonalised
+        ``A_r`` (after the fallback, if one was needed).
+    shift : float
+        Spectral-norm size of the fallback perturbation of ``A_r`` (0 when none).
+    params_before, params_after : int
+        Trainable parameters of the adapter (gate included).
+    lti_seconds : float
+        Wall time of this layer's numerics (export, compression, truncation in :mod:`lti`,
+        modal form, realisation bound); building the torch modules and the measurement are
+        not included.
+    """
+
+    name: str
+    gate: float
+    gramian: str
+    hsv: tuple
+    order_before: int
+    order_after: int
+    modes_before: int
+    modes_after: int
+    n_real_after: int
+    n_complex_after: int
+    lower_bound: float
+    upper_bound: float
+    truncation_bound: float
+    weighted_bound: float | None
+    realisation_bound: float
+    measured_error: float | None
+    eig_cond: float
+    shift: float
+    params_before: int
+    params_after: int
+    lti_seconds: float
+
+
+@dataclass(frozen=True)
+class ReductionReport:
+    """Result of :func:`reduce`: one :class:`LayerReduction` per adapter, and the settings.
+
+    Attributes
+    ----------
+    layers : tuple of LayerReduction
+        In module order.
+    gramian, method : str
+        As passed to :func:`reduce`.
+    tol, rel_tol : float or None
+        The selection rule used (``order`` otherwise).
+    order : int or dict or None
+    lti_seconds : float
+        Total wall time of the layers' numerics (see :attr:`LayerReduction.lti_seconds`).
+    lti_cpu_seconds : float
+        The same as CPU time of the calling thread (insensitive to other load on the machine;
+        equal to the wall time on an idle machine when BLAS runs single-threaded).
+    measure_seconds : float
+        Time of the optional :func:`lti.hinf_norm` measurements.
+    seconds : float
+        Wall time of the whole :func:`reduce` call.
+    """
+
+    layers: tuple
+    gramian: str
+    method: str
+    tol: float | None = None
+    rel_tol: float | None = None
+    order: object = None
+    lti_seconds: float = 0.0
+    lti_cpu_seconds: float = 0.0
+    measure_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def params_before(self) -> int:
+        """Adapter parameters before reduction (all layers)."""
+        return sum(layer.params_before for layer in self.layers)
+
+    @property
+    def params_after(self) -> int:
+        """Adapter parameters after reduction (all layers)."""
+        return sum(layer.params_after for layer in self.layers)
+
+    def __getitem__(self, name: str) -> LayerReduction:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"no layer {name!r} in the report; have {[x.name for x in self.layers]}")
+
+    # ---- text
+    def to_markdown(self) -> str:
+        """A Markdown table: one row per layer, then the totals.
+
+        Returns
+        -------
+        str
+            The table (orders, gate, HSV ratio, bounds, parameters) and a totals line.
+        """
+        rule = (f"tol={self.tol:g}" if self.tol is not None else
+                f"rel_tol={self.rel_tol:g}" if self.rel_tol is not None else
+                f"order={self.order}")
+        weighted = any(x.weighted_bound is not None for x in self.layers)
+        hsv_kind = "weighted HSVs" if weighted else "HSVs"
+        lines = [
+            f"Balanced truncation ({self.gramian} Gramians, {rule}); bounds on "
+            f"||gate (G - G_r)||_inf; sigma: {hsv_kind}",
+            "",
+            "| layer | modes | order | gate | sigma_r+1/sigma_1 | lower | measured | upper "
+            + ("| weighted " if weighted else "") + "| params |",
+            "|---|---|---|---|---|---|---|---|" + ("---|" if weighted else "") + "---|",
+        ]
+        for x in self.layers:
+            s1 = x.hsv[0] if x.hsv and x.hsv[0] > 0 else float("nan")
+            nxt = x.hsv[x.order_after] / s1 if x.order_after < len(x.hsv) else 0.0
+            meas = "-" if x.measured_error is None else f"{x.measured_error:.3g}"
+            wcol = ""
+            if weighted:
+                wcol = "- | " if x.weighted_bound is None else f"{x.weighted_bound:.3g} | "
+            lines.append(
+                f"| {x.name} | {x.modes_before} -> {x.modes_after} | {x.order_before} -> "
+                f"{x.order_after} | {x.gate:.3g} | {nxt:.3g} | {x.lower_bound:.3g} | {meas} | "
+                f"{x.upper_bound:.3g} | {wcol}{x.params_before:,d} -> {x.params_after:,d} |"
+            )
+        before, after = self.params_before, self.params_after
+        pct = 100.0 * after / before if before else float("nan")
+        lines += ["", f"parameters {before:,d} -> {after:,d} ({pct:.1f} %); "
+                      f"lti time {self.lti_seconds:.3f} s (CPU {self.lti_cpu_seconds:.3f} s); "
+                      f"total {self.seconds:.3f} s"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    # ---- JSON
+    def to_dict(self) -> dict:
+        """JSON-able dict (floats, ints, strings, lists).
+
+        Returns
+        -------
+        dict
+            The fields; ``"layers"`` is a list of dicts of :class:`LayerReduction` fields,
+            with ``hsv`` as a list. :meth:`from_dict` inverts it.
+        """
+        out = asdict(self)
+        out["layers"] = [dict(asdict(x), hsv=list(x.hsv)) for x in self.layers]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ReductionReport:
+        """Inverse of :meth:`to_dict`.
+
+        Parameters
+        ----------
+        data : mapping
+            As returned by :meth:`to_dict` (or read back from its JSON); not modified.
+
+        Returns
+        -------
+        ReductionReport
+
+        Raises
+        ------
+        AdapterError
+            ``layers`` is missing, or a key is missing or unknown.
+
+        Examples
+        --------
+        >>> report = ReductionReport(layers=(), gramian="data", method="sr", rel_tol=1e-3)
+        >>> ReductionReport.from_dict(report.to_dict()) == report
+        True
+        """
+        try:
+            data = dict(data)
+            layers = tuple(LayerReduction(**dict(x, hsv=tuple(x["hsv"])))
+                           for x in data.pop("layers"))
+            return cls(layers=layers, **data)
+        except (KeyError, TypeError) as exc:
+            raise AdapterError(f"not a valid reduction report: {exc}") from exc
+
+    def to_json(self, path: str | os.PathLike) -> Path:
+        """Write the report to ``path`` as JSON; returns the path.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            File to write (overwritten if it exists).
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> report = ReductionReport(layers=(), gramian="data", method="sr", rel_tol=1e-3)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     back = ReductionReport.from_json(report.to_json(os.path.join(d, "r.json")))
+        >>> back == report
+        True
+        """
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> ReductionReport:
+        """Read a report written by :meth:`to_json`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A JSON file written by :meth:`to_json`.
+
+        Returns
+        -------
+        ReductionReport
+
+        Raises
+        ------
+        AdapterError
+            The JSON object is not a valid report (see :meth:`from_dict`).
+        OSError
+            The file cannot be read.
+        json.JSONDecodeError
+            The file is not valid JSON.
+        """
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    # ---- figure
+    def plot(self, path: str | os.PathLike | None = None):
+        """HSV decay per layer (``sigma_i / sigma_1``, log scale) with the chosen orders.
+
+        The threshold ``rel_tol`` is drawn as a horizontal line when it was the rule; each
+        layer's chosen order r is marked on its curve (the last kept state).
+
+        Parameters
+        ----------
+        path : str or path-like, optional
+            Save the figure there (format from the suffix).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure (also saved to ``path`` when given).
+
+        Raises
+        ------
+        MissingDependencyError
+            matplotlib is missing (``pip install "lti-adapters[plot]"``); an ImportError.
+        """
+        purpose = "ReductionReport.plot"
+        mpl = require("matplotlib", extra="plot", purpose=purpose)
+        agg = require("matplotlib.backends.backend_agg", extra="plot", purpose=purpose)
+        figure = require("matplotlib.figure", extra="plot", purpose=purpose)
+        fig = figure.Figure(figsize=(7.0, 4.2))
+        agg.FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        cmap = mpl.colormaps["viridis"]
+        k = max(len(self.layers) - 1, 1)
+        floor = np.inf
+        for j, x in enumerate(self.layers):
+            h = np.asarray(x.hsv, dtype=float)
+            if h.size == 0 or not h[0] > 0:
+                continue
+            rel = h / h[0]
+            pos = rel > 0
+            idx = np.arange(1, h.size + 1)
+            color = cmap(j / k)
+            label = x.name if len(self.layers) <= 8 else None
+            ax.semilogy(idx[pos], rel[pos], "-", color=color, lw=1.0, label=label)
+            r = x.order_after
+            if 1 <= r <= h.size and rel[r - 1] > 0:
+                ax.semilogy([r], [rel[r - 1]], "o", color=color, ms=4)
+            if np.any(pos):
+                floor = min(floor, rel[pos].min())
+        if self.rel_tol is not None:
+            ax.axhline(self.rel_tol, color="crimson", ls="--", lw=1.0,
+                       label=f"threshold {self.rel_tol:g}")
+        ax.set_xlabel("state index i")
+        ax.set_ylabel("sigma_i / sigma_1")
+        ax.set_title(f"Hankel singular values per layer ({self.gramian}); dots: kept order")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+        if np.isfinite(floor):
+            ax.set_ylim(bottom=max(floor * 0.5, 1e-17))
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(str(path), dpi=120)
+        return fig
