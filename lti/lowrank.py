@@ -115,7 +115,7 @@ SPARSE_ALTERNATIVES = {
 def dense_only(what: str, *systems) -> None:
     """Raise :class:`~lti.exceptions.SparseNotSupportedError` when one of `systems` (systems
     or matrices ``A``) is sparse; the message names the alternative of
-    :data:`SPARSE_ALTERNATIVES`."""
+    ``SPARSE_ALTERNATIVES``."""
     for G in systems:
         A = getattr(G, "A", G)  # a system or the matrix itself
         if is_sparse(A):
@@ -609,17 +609,14 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     ShapeError, NonFiniteError, InvalidArgumentError
         Bad input.
 
-    Warns
-    -----
-    None; check ``converged`` (``max_iter`` reached without meeting ``tol``).
-
     Notes
     -----
     The ADI residual is exact in exact arithmetic: ``A X_j A^T - X_j + B B^T = W_j W_j^T``
     with ``W_j`` of shape (n, m); since it is positive semidefinite, ``X_j <= X`` (the
     factor never overestimates the Gramian) and the error ``X - X_j`` is the Gramian of
     ``(A, W_j)``. ``residual`` re-evaluates the residual of the compressed factor from
-    ``[A Z, Z, B]`` without forming n x n matrices.
+    ``[A Z, Z, B]`` without forming n x n matrices. Reaching ``max_iter`` before ``tol``
+    raises nothing: check ``converged``.
 
     Examples
     --------

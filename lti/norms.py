@@ -28,7 +28,7 @@ from scipy.optimize import minimize_scalar
 from lti.balanced import hankel_singular_values
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lyapunov import lyapunov_factor
-from lti.system import DiscreteLTI, as_discrete_system
+from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = ["HinfNorm", "as_discrete_system", "h2_norm", "hankel_norm", "hinf_norm"]
 
@@ -143,8 +143,10 @@ class HinfNorm(NamedTuple):
     value : float
         :math:`\\|G\\|_\\infty`.
     omega : float
-        Peak frequency in rad/sample, in ``[0, pi]``:
-        ``sigma_max(G(exp(1j * omega))) == value``.
+        Peak frequency. For a :class:`~lti.system.DiscreteLTI` (or a tuple) in rad/sample, in
+        ``[0, pi]``: ``sigma_max(G(exp(1j * omega))) == value``, whatever ``dt``. For a
+        python-control system, as ``control.linfnorm`` reports it: in rad/s,
+        ``omega_rad_per_sample / dt`` (``dt = True`` counts as 1), in ``[0, pi / dt]``.
     """
 
     value: float
@@ -301,7 +303,8 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     -------
     HinfNorm
         Named tuple ``(value, omega)``: :math:`\\|G\\|_\\infty` and the peak frequency
-        ``omega`` in ``[0, pi]`` rad/sample.
+        ``omega`` in ``[0, pi]`` rad/sample; in rad/s (``omega / dt``) when `sys` is a
+        python-control system, as ``control.linfnorm`` reports it (see :class:`HinfNorm`).
 
     Raises
     ------
@@ -357,6 +360,9 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     """
     tol = _check_tol(tol)
     G = as_discrete_system(sys)
+    if is_control_system(sys):  # python-control's convention (control.linfnorm): rad/s
+        res = hinf_norm(G, tol=tol)
+        return HinfNorm(res.value, res.omega / (1.0 if G.dt is True else G.dt))
     _require_stable(G, "H-infinity norm")
     if G.n == 0 or G.m == 0 or G.p == 0:
         d = float(np.linalg.norm(G.D, 2)) if G.D.size else 0.0

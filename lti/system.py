@@ -254,7 +254,8 @@ class DiscreteLTI:
         Returns
         -------
         ndarray, shape (k, p, m), complex
-            ``G(e^{j omega}) = C (e^{j omega} I - A)^{-1} B + D``.
+            ``G(e^{j omega}) = C (e^{j omega} I - A)^{-1} B + D``, frequency first; control's
+            ``frequency_response(sys, w)`` is (p, m, k) in rad/s: ``moveaxis(G_w, 0, -1)``.
 
         Notes
         -----
@@ -312,7 +313,8 @@ class DiscreteLTI:
         Returns
         -------
         y : ndarray, shape (T, p)
-            ``y_t = C x_t + D u_t``.
+            ``y_t = C x_t + D u_t``, time first (control's ``forced_response`` takes
+            ``U`` of shape (m, T) and returns (p, T): ``G.simulate(U.T).T``).
         x : ndarray, shape (T + 1, n)
             Only with ``return_states=True``: ``x_0, ..., x_T`` (the last one is the state
             after the final input, ready to continue a simulation).

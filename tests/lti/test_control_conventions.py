@@ -1,0 +1,70 @@
+"""lti <-> python-control conventions (issue 16 item 7): frequency units of hinf_norm,
+array layouts of frequency_response and simulate, checked against python-control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lti import DiscreteLTI, balanced_truncation, hinf_norm
+
+control = pytest.importorskip("control")
+
+
+def _system(dt):
+    """A resonance at 0.7 rad/sample (poles 0.97 e^{+-0.7j}) in a random stable system,
+    so that the peak frequency is well defined and away from 0 and pi."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((6, 6))
+    A *= 0.6 / np.max(np.abs(np.linalg.eigvals(A)))
+    c, s = 0.97 * np.cos(0.7), 0.97 * np.sin(0.7)
+    A[:2, :2] = [[c, s], [-s, c]]
+    A[2:, :2] = 0.0  # block triangular: the pair stays an eigenvalue pair
+    return DiscreteLTI(A, rng.standard_normal((6, 2)), rng.standard_normal((3, 6)),
+                       rng.standard_normal((3, 2)), dt)
+
+
+@pytest.mark.parametrize("dt", [0.1, 2.5, True])
+def test_hinf_norm_omega_is_rad_per_s_for_control_systems(dt):
+    G = _system(dt)
+    sys = G.to_control()
+    gpeak, fpeak = control.linfnorm(sys)
+    ours_lti = hinf_norm(G)
+    ours_ctl = hinf_norm(sys)
+    scale = 1.0 if dt is True else dt
+    assert ours_ctl.value == pytest.approx(gpeak, rel=1e-8)
+    assert ours_lti.value == pytest.approx(gpeak, rel=1e-8)
+    assert ours_ctl.omega == pytest.approx(fpeak, rel=1e-6, abs=1e-9)  # rad/s, as control
+    assert ours_lti.omega == pytest.approx(fpeak * scale, rel=1e-6, abs=1e-9)  # rad/sample
+    assert ours_lti.omega == pytest.approx(0.7, abs=0.05)  # rad/sample, whatever dt
+    # both are the peak of the same response
+    z = np.exp(1j * ours_ctl.omega * scale)
+    assert np.linalg.norm(sys(z), 2) == pytest.approx(ours_ctl.value, rel=1e-8)
+
+
+def test_frequency_response_layout_and_units_against_control():
+    dt = 0.05
+    G = _system(dt)
+    w = np.array([0.3, 1.0, 7.0, 40.0])  # rad/s, below the Nyquist frequency pi/dt
+    ref = control.frequency_response(G.to_control(), w, squeeze=False).complex  # (p, m, k)
+    ours = G.frequency_response(w * dt)  # rad/sample in, (k, p, m) out
+    assert ours.shape == (w.size, G.p, G.m) and ref.shape == (G.p, G.m, w.size)
+    np.testing.assert_allclose(np.moveaxis(ours, 0, -1), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_simulate_layout_against_control_forced_response():
+    dt = 0.2
+    G = _system(dt)
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((G.m, 40))  # python-control layout: (m, T)
+    x0 = rng.standard_normal(G.n)
+    ref = control.forced_response(G.to_control(), T=np.arange(40) * dt, U=U, X0=x0)
+    y, X = G.simulate(U.T, x0, return_states=True)  # ours: (T, m) -> (T, p), (T + 1, n)
+    np.testing.assert_allclose(y.T, ref.outputs, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(X[:-1].T, ref.states, rtol=1e-12, atol=1e-12)
+
+
+def test_control_system_in_control_system_out_with_its_dt():
+    sys = _system(0.1).to_control()
+    res = balanced_truncation(sys, order=3)
+    assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.1
