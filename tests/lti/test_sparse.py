@@ -244,3 +244,19 @@ def test_sparse_balanced_truncation_by_tolerance_and_order_cap():
     k = rs.hsv.size
     with pytest.raises(lti.InvalidArgumentError, match="resolved by the low-rank"):
         balanced_truncation(Gs, order=k + 1)
+
+
+def test_factors_with_other_options_through_balanced_truncation_from_factors():
+    Gs, _ = _pair()
+    calls = []
+
+    def solver(M):
+        calls.append(1)
+        return splu(sp.csc_matrix(M))
+
+    Fc, Fo = lowrank_gramian_factors(Gs.A, Gs.B, Gs.C, tol=1e-13, solver=solver)
+    a = lti.balanced_truncation_from_factors(Gs, Fc.Z, Fo.Z, order=5)
+    b = balanced_truncation(Gs, order=5)
+    assert calls and a.reduced.n == 5
+    np.testing.assert_allclose(a.hsv[:5], b.hsv[:5], rtol=1e-6)
+    assert a.error_bound == pytest.approx(b.error_bound, rel=1e-4)
