@@ -22,6 +22,7 @@ from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_fac
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
 from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
+from lti.modal import modal_form, modal_gramian_factors
 from lti.system import DiscreteLTI, as_discrete_system
 
 __all__ = [
@@ -48,7 +49,9 @@ class GramianFactors:
         The spectral radius of ``A`` (Schur or diagonal path) or, on the factored
         squared-Smith path, an upper bound of it read off the powers ``||A^(2^k)||_F``.
     path : str
-        ``"smith"``, ``"schur"`` or ``"diagonal"``: how the factors were computed.
+        ``"modal"`` (diagonal or :meth:`~lti.DiscreteLTI.from_diagonal` form, see
+        :mod:`lti.modal`), ``"smith"``, ``"schur"`` or ``"diagonal"``: how the factors were
+        computed.
     """
 
     Lc: np.ndarray
@@ -81,7 +84,9 @@ def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) ->
 
     Notes
     -----
-    Diagonal ``A``: the closed-form diagonal recursion. Dense ``A`` with
+    Modal ``A`` (diagonal, or the conjugate-pair 2x2 blocks of
+    :meth:`~lti.DiscreteLTI.from_diagonal`): the closed-form Schur algorithm of
+    :func:`lti.modal.modal_gramian_factors` on the generators. Dense ``A`` with
     ``n <= SMITH_MAX_N`` (and no `schur`): one factored squared-Smith pass sharing the
     powers of ``A`` between both factors, accepted only when it converges within
     ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)``
@@ -93,6 +98,16 @@ def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) ->
     n = G.n
     if n == 0:
         return GramianFactors(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, "diagonal")
+    modal = modal_form(G.A) if schur is None else None
+    if modal is not None:  # (complex) diagonal: closed form from the generators (lti.modal)
+        rho = float(np.max(np.abs(modal[0])))
+        if not rho < 1.0:
+            raise UnstableSystemError(
+                f"infinite-horizon Gramians need a Schur-stable system: `sys.A` must have "
+                f"spectral radius < 1; got {rho:.6g}"
+            )
+        Lc, Lo, rho = modal_gramian_factors(G.A, G.B, G.C, modal=modal)
+        return GramianFactors(Lc, Lo, rho, "modal")
     diagonal = schur is None and G.is_diagonal
     if schur is None and not diagonal and n <= SMITH_MAX_N:
         out = smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=SMITH_AUTO_ITER,
