@@ -260,3 +260,14 @@ def test_factors_with_other_options_through_balanced_truncation_from_factors():
     assert calls and a.reduced.n == 5
     np.testing.assert_allclose(a.hsv[:5], b.hsv[:5], rtol=1e-6)
     assert a.error_bound == pytest.approx(b.error_bound, rel=1e-4)
+
+
+def test_sparse_bt_of_a_non_normal_complex_spectrum_system_respects_the_bounds():
+    A, B, C = rotating()
+    Gs, Gd = DiscreteLTI(sp.csc_array(A), B, C), DiscreteLTI(A.toarray(), B, C)
+    rs = balanced_truncation(Gs, order=12)
+    rd = balanced_truncation(Gd, order=12)
+    err = hinf_norm(Gd - rs.reduced).value
+    assert rs.lower_bound <= err <= rs.error_bound
+    assert err == pytest.approx(hinf_norm(Gd - rd.reduced).value, rel=1e-6)
+    assert rs.error_bound == pytest.approx(rd.error_bound, rel=1e-6)
