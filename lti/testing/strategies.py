@@ -317,6 +317,15 @@ def stable_systems(
     return DiscreteLTI(A, B, C, D, dt)
 
 
+def _gramian(A: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """scipy's Stein solver: Kronecker ("direct") for small n, the bilinear method when the
+    Kronecker system is numerically singular (strongly non-normal A)."""
+    try:
+        return sla.solve_discrete_lyapunov(A, Q)
+    except np.linalg.LinAlgError:
+        return sla.solve_discrete_lyapunov(A, Q, method="bilinear")
+
+
 def minimal_order(G: DiscreteLTI) -> int:
     """Numerical minimal order of a stable system, independently of :mod:`lti`'s solvers.
 
@@ -327,8 +336,7 @@ def minimal_order(G: DiscreteLTI) -> int:
     """
     if G.n == 0:
         return 0
-    P = sla.solve_discrete_lyapunov(G.A, G.B @ G.B.T)
-    Q = sla.solve_discrete_lyapunov(G.A.T, G.C.T @ G.C)
+    P, Q = _gramian(G.A, G.B @ G.B.T), _gramian(G.A.T, G.C.T @ G.C)
     P, Q = (P + P.T) / 2, (Q + Q.T) / 2
     if not (np.all(np.isfinite(P)) and np.all(np.isfinite(Q))):
         return 0
