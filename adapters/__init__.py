@@ -23,6 +23,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 from adapters.calibration import calibrate
 from adapters.config import HRMConfig
 from adapters.injection import (
+    disable_adapter,
     find_adapters,
     inject,
     print_trainable_parameters,
@@ -44,6 +45,7 @@ __all__: list[str] = [
     "LayerReduction",
     "ReductionReport",
     "calibrate",
+    "disable_adapter",
     "find_adapters",
     "inject",
     "load_adapter",

@@ -95,6 +95,7 @@ class _Context:
     mask: torch.Tensor | None  # (B, past + L) bool, True = real token
     cache: Any
     initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
+    batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -214,6 +215,7 @@ class AdapterRuntime:
         self._handles: list[Any] = []
         self._positional: list[str] = []
         self._stack: list[_Context | None] = []
+        self.disabled = False  # set by adapters.disable_adapter: no branch, no state
 
     # --- hooks -------------------------------------------------------------------------
     def attach(self, model: nn.Module) -> None:
@@ -243,7 +245,20 @@ class AdapterRuntime:
         self._handles = []
         self._stack = []
 
+    def batch_size(self) -> int | None:
+        """Batch size B of the current top-level model call (None outside one).
+
+        Returns
+        -------
+        int or None
+        """
+        ctx = self._stack[-1] if self._stack else None
+        return None if ctx is None else ctx.batch
+
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if self.disabled:
+            self._stack.append(None)  # the base model's call: no context, no state
+            return
         try:
             ctx = self._context(module, args, kwargs)
         except Exception:
@@ -273,8 +288,11 @@ class AdapterRuntime:
                     "prompt through the adapted model (not the base model) to fill the cache"
                 )
             initial = record.states_at(past)
+        ids = bound.get("input_ids")
+        ids = bound.get("inputs_embeds") if ids is None else ids
+        batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
         return _Context(stateful=stateful, past=past, cache=cache, initial=initial,
-                        mask=None if mask is None else mask.bool())
+                        mask=None if mask is None else mask.bool(), batch=batch)
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         ctx = self._stack.pop() if self._stack else None
@@ -303,7 +321,7 @@ class AdapterRuntime:
         Parameters
         ----------
         adapted : AdaptedMLP
-            The wrapper calling its branch (its ``adapter`` and ``adapter_name`` are used).
+            The handle calling its branch (its ``adapter`` and ``adapter_name`` are used).
         u : torch.Tensor, shape (B, L, H)
             The stream, in the adapter's dtype.
 

@@ -1,39 +1,53 @@
-"""Inject gated SSM adapters beside the frozen MLPs of a model, and take them out again.
+"""Attach gated SSM adapters beside the frozen modules of a model, and take them out again.
 
-Each matched module ``mlp`` is replaced by ``AdaptedMLP(mlp, adapter)``, whose forward is
+Nothing of the base model is renamed or replaced. For each target (see :mod:`adapters.targets`)
+:func:`inject` registers a forward hook on the target module that adds the branch to its output,
 
-    h = mlp(x);  return h + adapter(stream),  stream = x (default) or h,
+    h = mlp(x);  h + adapter(stream),  stream = x (default) or h,
 
 so a transformer block ``x = x + mlp(ln(x))`` becomes ``x = x + mlp(ln(x)) + gate * ssm(ln(x))``
-without editing the model's code. Shapes: B batch, L length, H model width.
+without editing the model's code, and the adapters themselves live in one container,
+``model.hrm_adapters``, mirroring the targets' names: the base parameters keep their names
+(``model.layers.0.mlp.gate_proj.weight``) and the adapters' are
+``hrm_adapters.model.layers.0.mlp.adapter.ssm.B``. Consequences:
 
-Target matching is one rule, used by :func:`inject`, :func:`find_target_modules` and the LoRA
-baseline: ``None`` finds the ``mlp`` of every decoder block; a string is a regular expression
-matched against the whole dotted module name (:func:`re.fullmatch`); a list matches names
-exactly or as a dotted suffix.
+* ``model.save_pretrained(d)`` writes the base weights under their own names plus the adapter
+  tensors, and :func:`adapters.save_adapter`'s checkpoint beside them;
+  ``AutoModelForCausalLM.from_pretrained(d)`` restores the base model bit for bit and reports
+  the ``hrm_adapters.*`` keys as unexpected (:func:`adapters.load_adapter` reads them back);
+* a plain ``transformers.Trainer`` therefore writes checkpoints :func:`adapters.load_adapter`
+  reads, and ``resume_from_checkpoint`` restores base and adapters from its full state dict.
+
+:func:`disable_adapter` switches the branches off for a ``with`` block. Shapes: B batch,
+L length, H model width.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Sequence
+import contextlib
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from adapters.config import HRMConfig
-from adapters.exceptions import (
-    AdapterConfigError,
-    AdapterError,
-    AdapterShapeError,
-    TargetModulesNotFoundError,
+from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
+from adapters.targets import (
+    ADAPTERS_ATTR,
+    find_target_modules,
+    matches_target,
+    resolve_targets,
 )
 
 __all__ = [
     "AdaptedMLP",
+    "AdapterTree",
     "inject",
     "remove",
     "unload",
+    "disable_adapter",
     "find_adapters",
     "iter_adapters",
     "find_target_modules",
@@ -41,234 +55,219 @@ __all__ = [
     "get_adapter_config",
     "get_nb_trainable_parameters",
     "print_trainable_parameters",
+    "register_checkpoint_writer",
 ]
 
 _RUNTIME_ATTR = "_hrm_runtime"
-_CANDIDATE_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "ffwd")
-_MAX_CANDIDATES = 40
+_SAVE_ATTR = "save_pretrained"
+_CHECKPOINT_WRITERS: list[Callable[[nn.Module, Path], object]] = []
+
+
+def register_checkpoint_writer(writer: Callable[[nn.Module, Path], object]) -> None:
+    """Have an adapted model's ``save_pretrained(d)`` also call ``writer(model, d)``.
+
+    :mod:`adapters.io` registers :func:`adapters.save_adapter` when it is imported (it is by
+    ``import adapters``), so that every ``save_pretrained`` folder — a plain
+    ``transformers.Trainer``'s checkpoints included — holds an adapter checkpoint.
+
+    Parameters
+    ----------
+    writer : callable
+        ``writer(model, directory)``; registered once (a second registration is ignored).
+    """
+    if writer not in _CHECKPOINT_WRITERS:
+        _CHECKPOINT_WRITERS.append(writer)
+
+
+class AdapterTree(nn.ModuleDict):
+    """Container of the adapters, ``model.hrm_adapters``, nested like the targets' names.
+
+    Never called; never a target. ``model.hrm_adapters.model.layers["0"].mlp`` is the
+    :class:`AdaptedMLP` of ``model.layers.0.mlp``.
+    """
 
 
 class AdaptedMLP(nn.Module):
-    """A frozen MLP with a gated SSM branch beside it: ``mlp(x) + adapter(stream)``.
+    """The adapter of one target module and the hooks that add its branch there.
+
+    Registered under ``model.hrm_adapters.<name>``; the target itself (``mlp``) is referenced,
+    not owned, so its parameters keep their names and appear once in the state dict.
 
     Parameters
     ----------
     mlp : nn.Module
-        The original module, kept as is (same object) and restored by :func:`remove`.
-        Its input ``x`` is (B, L, H); a tuple output adds the branch to its first element.
+        The target module, whose output gets the branch. Its output is (B, L, H) — or (B·L, H)
+        in models that flatten the stream (OPT) — or a tuple whose first element is.
     adapter : nn.Module
         An :class:`adapters.layer.HRMAdapter`; maps a stream (B, L, H) to (B, L, H).
     reads : {"mlp_input", "mlp_output"}
-        The stream: the MLP's input ``x`` or its output ``mlp(x)``.
+        The stream: the input of ``source`` or the output of ``mlp``.
     name : str
-        Dotted name of the module in the model (the key of its SSM state in generation).
+        Dotted name of the target in the model (the key of its SSM state in generation).
+    source : nn.Module, optional
+        The module whose first argument is the ``mlp_input`` stream (``mlp`` itself, or
+        ``fc1`` of an ``fc1``/``fc2`` pair).
+    input_name : str, optional
+        Name of ``source``'s first forward parameter, for calls that pass the stream by keyword
+        (Llama's ``self_attn(hidden_states=...)``).
 
     Notes
     -----
     The branch runs in the adapter's parameter dtype (float32 by default) and is cast back to
-    the MLP output dtype. With gate 0 the result equals ``mlp(x)`` bit for bit. During a model
-    call, :mod:`adapters.generation` supplies the attention mask (padded positions drive no
-    state) and, with a KV cache, the SSM state carried across calls. Under gradient
-    checkpointing the block is recomputed outside the model call, where no mask is known; this
-    matters only for *left*-padded training batches (train with right padding, the HF default).
+    the target's output dtype. With gate 0 the result equals the base output bit for bit.
+    During a model call, :mod:`adapters.generation` supplies the attention mask (padded
+    positions drive no state), the batch size (for flattened streams) and, with a KV cache, the
+    SSM state carried across calls. Under gradient checkpointing the block is recomputed
+    outside the model call, where no mask is known; this matters only for *left*-padded
+    training batches (train with right padding, the HF default).
     """
 
     def __init__(self, mlp: nn.Module, adapter: nn.Module, *, reads: str = "mlp_input",
-                 name: str = "") -> None:
+                 name: str = "", source: nn.Module | None = None,
+                 input_name: str | None = None) -> None:
         super().__init__()
-        if reads not in ("mlp_input", "mlp_output"):
-            raise AdapterConfigError(f"`reads` must be 'mlp_input' or 'mlp_output'; got {reads!r}")
-        self.mlp = mlp
+        from adapters.layer import READS
+
+        if reads not in READS:
+            raise AdapterConfigError(f"`reads` must be one of {READS}; got {reads!r}")
         self.adapter = adapter
+        # referenced, not registered: the base parameters stay where they are
+        object.__setattr__(self, "_mlp", mlp)
+        object.__setattr__(self, "_source", mlp if source is None else source)
         self.reads = reads
         self.adapter_name = name
+        self.input_name = input_name
         self._runtime = None  # an adapters.generation.AdapterRuntime once injected
+        self._hooks: list = []
+        self._pending: torch.Tensor | None = None  # stream captured from a pair's `fc1`
 
-    def adapter_dtype(self) -> torch.dtype:
-        """Real dtype the branch computes in (that of the adapter's real parameters)."""
-        for p in self.adapter.parameters():
-            if p.is_floating_point():
-                return p.dtype
-        return torch.float32
+    @property
+    def mlp(self) -> nn.Module:
+        """The target module (not a submodule of this one)."""
+        return self._mlp
 
-    def forward(self, x: torch.Tensor, *args, **kwargs):
-        """``mlp(x)`` plus the adapter branch on the stream.
+    def attach(self) -> None:
+        """Register the forward hook(s) on the target (and on the pair's ``fc1``)."""
+        if self._hooks:
+            return
+        if self._source is not self._mlp and self.reads == "mlp_input":
+            self._hooks.append(self._source.register_forward_pre_hook(
+                self._capture, with_kwargs=True))
+        self._hooks.append(self._mlp.register_forward_hook(self._add_branch, with_kwargs=True))
+
+    def detach(self) -> None:
+        """Remove the hooks (the target behaves as before :meth:`attach`)."""
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        self._pending = None
+
+    def _first_argument(self, args: tuple, kwargs: dict) -> torch.Tensor:
+        if args:
+            return args[0]
+        if self.input_name is not None and self.input_name in kwargs:
+            return kwargs[self.input_name]
+        raise AdapterShapeError(
+            f"the adapter at {self.adapter_name!r} reads the first argument of its module, but "
+            f"the module was called without one (keywords: {sorted(kwargs)})"
+        )
+
+    def _capture(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        self._pending = self._first_argument(args, kwargs)
+
+    def _add_branch(self, module: nn.Module, args: tuple, kwargs: dict, output):
+        runtime = self._runtime
+        if runtime is not None and runtime.disabled:
+            self._pending = None
+            return None
+        h = output[0] if isinstance(output, tuple) else output
+        if self.reads == "mlp_output":
+            stream = h
+        elif self._source is self._mlp:
+            stream = self._first_argument(args, kwargs)
+        else:
+            stream, self._pending = self._pending, None
+            if stream is None:
+                raise AdapterShapeError(
+                    f"the adapter at {self.adapter_name!r} reads the input of its pair's first "
+                    "layer, which did not run before the second"
+                )
+        h = h + self.branch(stream).reshape(h.shape).to(h.dtype)
+        return (h, *output[1:]) if isinstance(output, tuple) else h
+
+    def branch(self, stream: torch.Tensor) -> torch.Tensor:
+        """The adapter's output for a stream, inside or outside a model call.
 
         Parameters
         ----------
-        x : torch.Tensor, shape (B, L, H)
-            Input of the MLP.
-        *args, **kwargs
-            Passed on to the wrapped MLP unchanged.
+        stream : torch.Tensor, shape (B, L, H) or (B·L, H)
+            A flattened stream is viewed as (B, L, H) with the batch size of the current
+            model call.
 
         Returns
         -------
-        torch.Tensor, shape (B, L, H), or tuple
-            ``mlp(x) + adapter(stream)`` in the MLP output's dtype; when the MLP returns a
-            tuple, the same tuple with the branch added to its first element.
+        torch.Tensor
+            Same shape as ``stream``, in the adapter's dtype.
 
         Raises
         ------
         AdapterShapeError
-            The stream is not 3-D (B, L, H), or (inside a model call) the attention mask does
-            not cover it or the stored SSM state has another batch size.
-        AdapterError
-            Inside a cached model call, no stored SSM state matches this adapter.
+            The stream is neither 3-D nor a flattened (B·L, H) inside a model call.
+        """
+        runtime = self._runtime
+        shape = stream.shape
+        if stream.dim() == 2:
+            batch = None if runtime is None else runtime.batch_size()
+            if batch is None or shape[0] % batch:
+                raise AdapterShapeError(
+                    f"the adapter at {self.adapter_name!r} got a flattened stream of shape "
+                    f"{tuple(shape)}; it can be viewed as (B, L, H) only inside a call of the "
+                    "adapted model (which tells the batch size)"
+                )
+            stream = stream.reshape(batch, shape[0] // batch, shape[1])
+        elif stream.dim() != 3:
+            raise AdapterShapeError(
+                f"the adapter at {self.adapter_name!r} needs a (B, L, H) stream; got shape "
+                f"{tuple(shape)}"
+            )
+        u = stream.to(self.adapter.gate.dtype)  # (B, L, H)
+        y = runtime.branch(self, u) if runtime is not None else self.adapter(u)
+        return y.reshape(shape)
+
+    def forward(self, x: torch.Tensor, *args, **kwargs):
+        """Call the target (its hooks add the branch once attached).
+
+        Parameters
+        ----------
+        x : torch.Tensor, shape (B, L, H)
+            Input of the target.
+        *args, **kwargs
+            Passed on to the target unchanged.
+
+        Returns
+        -------
+        torch.Tensor or tuple
+            The target's output with the branch added.
 
         Examples
         --------
-        >>> from adapters import HRMAdapter
-        >>> adapted = AdaptedMLP(nn.Linear(8, 8), HRMAdapter(8, 4), name="mlp")  # gate 0
+        >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+        ...                HRMConfig(d_state=4, target_modules=["mlp"]))  # gate 0
+        >>> adapted = find_adapters(model)["mlp"]
         >>> x = torch.randn(2, 5, 8)
-        >>> torch.equal(adapted(x), adapted.mlp(x))
-        True
+        >>> torch.equal(adapted(x), model["mlp"](x)), adapted.mlp is model["mlp"]
+        (True, True)
         """
-        out = self.mlp(x, *args, **kwargs)
-        h = out[0] if isinstance(out, tuple) else out
-        stream = x if self.reads == "mlp_input" else h
-        if stream.dim() != 3:
-            raise AdapterShapeError(
-                f"the adapter at {self.adapter_name!r} needs a (B, L, H) stream; got shape "
-                f"{tuple(stream.shape)}"
-            )
-        u = stream.to(self.adapter_dtype())  # (B, L, H)
-        if self._runtime is not None:
-            y = self._runtime.branch(self, u)
-        else:
-            y = self.adapter(u)
-        h = h + y.to(h.dtype)
-        return (h, *out[1:]) if isinstance(out, tuple) else h
+        return self._mlp(x, *args, **kwargs)
 
     def extra_repr(self) -> str:
-        """The stream shown by ``repr(module)``.
+        """The target and the stream shown by ``repr(module)``.
 
         Returns
         -------
         str
-            ``"reads='mlp_input'"`` or ``"reads='mlp_output'"``.
         """
-        return f"reads={self.reads!r}"
-
-
-def matches_target(name: str, target_modules: str | Sequence[str]) -> bool:
-    """Whether a dotted module name is selected by ``target_modules``.
-
-    Parameters
-    ----------
-    name : str
-        Dotted module name, e.g. ``"model.layers.0.mlp"``.
-    target_modules : str or sequence of str
-        A string is a regular expression matched against the whole name; a sequence matches
-        a name equal to an entry or ending in ``"." + entry``.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> matches_target("model.layers.0.mlp", ["mlp"]), matches_target("h.0.gate_mlp", ["mlp"])
-    (True, False)
-    >>> matches_target("transformer.h.1.mlp", r".*\\.h\\.\\d+\\.mlp")
-    True
-    """
-    if isinstance(target_modules, str):
-        return re.fullmatch(target_modules, name) is not None
-    return any(name == t or name.endswith("." + t) for t in target_modules)
-
-
-def _is_block_mlp(model: nn.Module, name: str) -> bool:
-    parts = name.split(".")
-    if len(parts) < 3 or parts[-1] != "mlp" or not parts[-2].isdigit():
-        return False
-    return isinstance(model.get_submodule(".".join(parts[:-2])), nn.ModuleList)
-
-
-def _linear_dims(module: nn.Module) -> tuple[int, int] | None:
-    if isinstance(module, nn.Linear):
-        return module.in_features, module.out_features
-    weight = getattr(module, "weight", None)
-    if type(module).__name__ == "Conv1D" and isinstance(weight, torch.Tensor) and weight.dim() == 2:
-        return int(weight.shape[0]), int(weight.shape[1])  # transformers' GPT-2 Conv1D (nx, nf)
-    return None
-
-
-def _candidates(model: nn.Module) -> list[str]:
-    out = []
-    for name, module in model.named_modules():
-        if not name or isinstance(module, AdaptedMLP):
-            continue
-        last = name.rsplit(".", 1)[-1].lower()
-        n_linear = sum(_linear_dims(c) is not None for c in module.children())
-        if any(w in last for w in _CANDIDATE_WORDS) or n_linear >= 2:
-            out.append(name)
-    return out
-
-
-def find_target_modules(model: nn.Module, target_modules: str | Sequence[str] | None = None,
-                        ) -> list[str]:
-    """Names of the modules selected by ``target_modules``, in module order.
-
-    Parameters
-    ----------
-    model : nn.Module
-    target_modules : str or sequence of str or None
-        See :func:`matches_target`; ``None`` selects every module named ``mlp`` that sits in a
-        block of an ``nn.ModuleList`` (``"transformer.h.3.mlp"``, ``"model.layers.3.mlp"``).
-
-    Returns
-    -------
-    list of str
-        Possibly empty. Modules already wrapped by an adapter are reported by their own name.
-
-    Raises
-    ------
-    AdapterConfigError
-        ``target_modules`` is neither None, a string nor a sequence of strings.
-    """
-    if target_modules is not None and not isinstance(target_modules, str):
-        if not isinstance(target_modules, Sequence) or not all(
-            isinstance(t, str) for t in target_modules
-        ):
-            raise AdapterConfigError(
-                "`target_modules` must be None, a regex string or a list of names; got "
-                f"{target_modules!r}"
-            )
-    names: list[str] = []
-    adapted_prefixes: list[str] = []
-    for name, module in model.named_modules():
-        if not name or any(name.startswith(p) for p in adapted_prefixes):
-            continue  # the inside of an AdaptedMLP (its mlp and adapter) is never a target
-        if isinstance(module, AdaptedMLP):
-            adapted_prefixes.append(name + ".")
-        hit = (_is_block_mlp(model, name) if target_modules is None
-               else matches_target(name, target_modules))
-        if hit:
-            names.append(name)
-    return names
-
-
-def _block_index(name: str) -> int | None:
-    for part in reversed(name.split(".")):
-        if part.isdigit():
-            return int(part)
-    return None
-
-
-def _infer_width(model: nn.Module, name: str, module: nn.Module, config: HRMConfig) -> int:
-    if config.d_model is not None:
-        return config.d_model
-    hf_config = getattr(model, "config", None)
-    width = getattr(hf_config, "hidden_size", None)
-    if isinstance(width, int) and not isinstance(width, bool):
-        return width
-    dims = [d for d in (_linear_dims(m) for m in module.modules()) if d is not None]
-    if not dims:
-        raise AdapterConfigError(
-            f"cannot infer the stream width H of {name!r} (no config.hidden_size and no linear "
-            "layer inside); set `HRMConfig(d_model=...)`"
-        )
-    return dims[0][0] if config.reads == "mlp_input" else dims[-1][1]
+        return f"target={self.adapter_name!r}, reads={self.reads!r}"
 
 
 def _module_device(module: nn.Module) -> torch.device:
@@ -301,49 +300,53 @@ def build_adapter(width: int, config: HRMConfig, *, device: torch.device | str =
                       dtype=getattr(torch, config.dtype), **config.ssm_kwargs())
 
 
-def _select_layers(names: list[str], config: HRMConfig) -> list[str]:
-    if not config.layers_to_skip:
-        return names
-    indices = sorted({i for i in (_block_index(n) for n in names) if i is not None})
-    if not indices:
-        raise AdapterConfigError(
-            f"`layers_to_skip` is {list(config.layers_to_skip)} but no matched module name has a "
-            f"block index; matched {names}"
-        )
-    skip = set()
-    for i in config.layers_to_skip:
-        j = indices[i] if -len(indices) <= i < 0 else i
-        if j not in indices:
-            raise AdapterConfigError(
-                f"`layers_to_skip` entry {i} matches no block; matched block indices are {indices}"
-            )
-        skip.add(j)
-    return [n for n in names if _block_index(n) not in skip]
+
+
+def _tree_insert(tree: AdapterTree, name: str, adapted: AdaptedMLP) -> None:
+    node = tree
+    *path, leaf = name.split(".")
+    for part in path:
+        if part not in node:
+            node[part] = AdapterTree()
+        node = node[part]
+    node[leaf] = adapted
+
+
+def _save_pretrained(self, save_directory, *args, **kwargs):
+    """``save_pretrained`` of the model class, then the adapter checkpoint beside it."""
+    out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+    if kwargs.get("is_main_process", True):
+        for writer in _CHECKPOINT_WRITERS:
+            writer(self, Path(save_directory))
+    return out
 
 
 def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
-    """Put a gated SSM adapter beside each target MLP; freeze the rest (in place).
+    """Attach a gated SSM adapter to each target module; freeze the rest (in place).
 
     Parameters
     ----------
     model : nn.Module
-        A transformers model (GPT-2, Llama, Mistral, Qwen2, ...: any model whose blocks expose
-        an ``mlp``) or a plain module with ``config.target_modules`` set.
+        A transformers model (GPT-2, Llama, Mistral, Qwen2, OPT, ...: blocks with an ``mlp``
+        or an ``fc1``/``fc2`` pair) or a plain module with ``config.target_modules`` set.
     config : HRMConfig or None
         ``None`` uses ``HRMConfig()``.
 
     Returns
     -------
     nn.Module
-        ``model`` itself, with each target replaced by :class:`AdaptedMLP`, every base
-        parameter frozen (``requires_grad=False``) and only adapter parameters trainable.
+        ``model`` itself: every base parameter frozen (``requires_grad=False``) and named as
+        before, the adapters registered under ``model.hrm_adapters`` and trainable.
 
     Raises
     ------
     AdapterConfigError
-        Bad config, model already adapted, nested targets, unknown skip index, unknown width.
+        Bad config, model already adapted, nested targets, unknown skip index, unknown width,
+        or a root module that iterates its children (``nn.Sequential``).
     TargetModulesNotFoundError
-        Nothing matches; the message lists candidate module names.
+        Nothing matches; the message lists the modules that would take an adapter.
+    AdapterShapeError
+        A target's widths or call signature do not fit (see :mod:`adapters.targets`).
 
     Notes
     -----
@@ -364,54 +367,45 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
         isinstance(m, AdaptedMLP) for m in model.modules()
     ):
         raise AdapterConfigError("`model` already has HRM adapters; call `remove(model)` first")
-    names = find_target_modules(model, config.target_modules)
-    if not names:
-        cands = _candidates(model)
-        more = " ..." if len(cands) > _MAX_CANDIDATES else ""
-        shown = ", ".join(cands[:_MAX_CANDIDATES]) + more
-        raise TargetModulesNotFoundError(
-            f"`target_modules`={config.target_modules!r} matches no module of "
-            f"{type(model).__name__}; candidates: [{shown or 'none found'}]"
+    if isinstance(model, (nn.Sequential, nn.ModuleList)) or hasattr(model, ADAPTERS_ATTR):
+        raise AdapterConfigError(
+            f"cannot register `{ADAPTERS_ATTR}` on a {type(model).__name__} (it iterates its "
+            "children or already has that attribute); wrap it in a module"
         )
-    for a in names:
-        for b in names:
-            if b.startswith(a + "."):
-                raise AdapterConfigError(
-                    f"`target_modules` selects nested modules {a!r} and {b!r}; select one level"
-                )
-    names = _select_layers(names, config)
-    if not names:
-        raise AdapterConfigError("`layers_to_skip` removes every matched module; nothing to adapt")
-
+    targets = resolve_targets(model, config)
+    tree = AdapterTree()
     wrapped = {}
-    for name in names:
-        module = model.get_submodule(name)
-        width = _infer_width(model, name, module, config)
-        adapter = build_adapter(width, config, device=_module_device(module))
-        wrapped[name] = AdaptedMLP(module, adapter, reads=config.reads, name=name)
+    for t in targets:
+        module = model.get_submodule(t.name)
+        adapter = build_adapter(t.width, config, device=_module_device(module))
+        wrapped[t.name] = AdaptedMLP(module, adapter, reads=config.reads, name=t.name,
+                                     source=model.get_submodule(t.source),
+                                     input_name=t.input_name)
+        _tree_insert(tree, t.name, wrapped[t.name])
 
     # --- the model is touched only from here on ---
     runtime = AdapterRuntime(config)
     runtime.saved_requires_grad = [(p, p.requires_grad) for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
-    for name, adapted in wrapped.items():
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, adapted)
+    model.add_module(ADAPTERS_ATTR, tree)
+    for adapted in wrapped.values():
         adapted._runtime = runtime
+        adapted.attach()
         for p in adapted.adapter.parameters():
             p.requires_grad_(True)
     runtime.attach(model)
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
+    if callable(getattr(type(model), _SAVE_ATTR, None)):
+        object.__setattr__(model, _SAVE_ATTR, types.MethodType(_save_pretrained, model))
     return model
 
 
 def remove(model: nn.Module) -> nn.Module:
     """Take the adapters out and restore the original model exactly (in place).
 
-    The original MLP objects go back in their places, the ``requires_grad`` flags are those
-    before :func:`inject`, and the generation hooks are removed.
+    The hooks and the ``hrm_adapters`` container go, the ``requires_grad`` flags are those
+    before :func:`inject`, and ``save_pretrained`` is the class's again.
 
     Parameters
     ----------
@@ -431,20 +425,69 @@ def remove(model: nn.Module) -> nn.Module:
     runtime = getattr(model, _RUNTIME_ATTR, None)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters to remove")
-    for name, adapted in list(find_adapters(model).items()):
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, adapted.mlp)
+    for adapted in find_adapters(model).values():
+        adapted.detach()
         adapted._runtime = None
+    if ADAPTERS_ATTR in model._modules:
+        del model._modules[ADAPTERS_ATTR]
     for p, flag in runtime.saved_requires_grad:
         p.requires_grad_(flag)
     runtime.detach()
     object.__delattr__(model, _RUNTIME_ATTR)
+    if _SAVE_ATTR in model.__dict__:
+        object.__delattr__(model, _SAVE_ATTR)
     return model
 
 
 #: PEFT's name for :func:`remove` (unload without merging: adapters cannot be merged).
 unload = remove
+
+
+@contextlib.contextmanager
+def disable_adapter(model: nn.Module) -> Iterator[nn.Module]:
+    """Run the base model inside a ``with`` block: every branch is off, then on again.
+
+    Inside, the model's outputs are the base model's bit for bit (no branch is computed and
+    no SSM state is stored); on leaving — also through an exception — the adapters are active
+    again. Nested uses are fine. A stateful branch cannot be folded into the base weights
+    (there is no ``merge``): see :doc:`/method` for why and what it costs.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model adapted by :func:`inject`.
+
+    Yields
+    ------
+    nn.Module
+        ``model``.
+
+    Raises
+    ------
+    AdapterError
+        ``model`` has no adapters.
+
+    Examples
+    --------
+    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
+    ...                HRMConfig(d_state=4, target_modules=["mlp"], gate_init=0.5))
+    >>> x = torch.randn(2, 5, 8)
+    >>> with disable_adapter(model):
+    ...     base = model["mlp"](x)
+    >>> torch.equal(base, nn.functional.linear(x, model["mlp"].weight, model["mlp"].bias))
+    True
+    >>> torch.equal(model["mlp"](x), base)
+    False
+    """
+    runtime = getattr(model, _RUNTIME_ATTR, None)
+    if runtime is None:
+        raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
+    before = runtime.disabled
+    runtime.disabled = True
+    try:
+        yield model
+    finally:
+        runtime.disabled = before
 
 
 def get_adapter_config(model: nn.Module) -> HRMConfig:
@@ -479,19 +522,19 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
 
 
 def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:
-    """Yield ``(dotted name, AdaptedMLP)`` for every adapter of ``model``, in module order.
+    """Yield ``(target name, AdaptedMLP)`` for every adapter of ``model``, in module order.
 
     Parameters
     ----------
     model : nn.Module
-        Any module; one without adapters yields nothing.
+        Any module (an adapted model, or a module holding one); one without adapters yields
+        nothing.
 
     Yields
     ------
     name : str
-        Dotted module name, e.g. ``"model.layers.0.mlp"``.
+        Dotted name of the target relative to ``model``, e.g. ``"model.layers.0.mlp"``.
     adapted : AdaptedMLP
-        The wrapper at that name.
 
     Examples
     --------
@@ -499,14 +542,18 @@ def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:
     ...                HRMConfig(d_state=4, target_modules=["mlp"]))
     >>> [name for name, _ in iter_adapters(model)]
     ['mlp']
+    >>> [name for name, _ in model.named_parameters()][:2]
+    ['mlp.weight', 'mlp.bias']
     """
-    for name, module in model.named_modules():
+    marker = ADAPTERS_ATTR + "."
+    for path, module in model.named_modules():
         if isinstance(module, AdaptedMLP):
-            yield name, module
+            prefix = path[: path.index(marker)] if marker in path else ""
+            yield prefix + module.adapter_name, module
 
 
 def find_adapters(model: nn.Module) -> dict[str, AdaptedMLP]:
-    """``{dotted name: AdaptedMLP}`` for every adapter of ``model``, in module order.
+    """``{target name: AdaptedMLP}`` for every adapter of ``model``, in module order.
 
     Parameters
     ----------

@@ -54,7 +54,13 @@ from adapters.exceptions import (
     BaseModelMismatchError,
     CheckpointError,
 )
-from adapters.injection import find_adapters, get_adapter_config, inject, remove
+from adapters.injection import (
+    find_adapters,
+    get_adapter_config,
+    inject,
+    register_checkpoint_writer,
+    remove,
+)
 
 __all__ = [
     "CONFIG_NAME",
@@ -538,3 +544,7 @@ class AdapterTrainerMixin:
         best = self.state.best_model_checkpoint
         if best is not None:
             load_adapter(self._adapter_model(), best)
+
+
+# an adapted model's save_pretrained (and so a plain Trainer) writes this checkpoint too
+register_checkpoint_writer(save_adapter)

@@ -16,14 +16,10 @@ from torch import nn
 from adapters._optional import require
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, TargetModulesNotFoundError
-from adapters.injection import (
-    AdaptedMLP,
-    _linear_dims,
-    _select_layers,
-    build_adapter,
-    find_adapters,
-    find_target_modules,
-)
+from adapters.injection import AdaptedMLP, build_adapter, find_adapters
+from adapters.targets import find_target_modules
+from adapters.targets import linear_dims as _linear_dims
+from adapters.targets import select_layers as _select_layers
 
 __all__ = [
     "lora_target_linears",
@@ -124,7 +120,7 @@ def count_hrm_parameters(model: nn.Module, config: HRMConfig | None = None) -> i
     adapted = find_adapters(model)
     if adapted:
         return sum(p.numel() for a in adapted.values() for p in a.adapter.parameters())
-    from adapters.injection import _infer_width
+    from adapters.targets import infer_width as _infer_width
 
     config = HRMConfig() if config is None else config
     per_width: dict[int, int] = {}

@@ -38,6 +38,7 @@ MODULE_TITLES = {
     "lti.exceptions": "Exceptions",
     "adapters.config": "Configuration",
     "adapters.injection": "Injection",
+    "adapters.targets": "Target modules",
     "adapters.io": "Saving and loading",
     "adapters.ssm": "SSM modules",
     "adapters.ssm_lti": "SSM and lti conversions",

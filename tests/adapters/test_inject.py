@@ -280,3 +280,37 @@ def test_other_decoder_families_auto_detect_and_decode(arch):
     assert torch.equal(cached.sequences, uncached.sequences)
     assert max((a - b).abs().max().item() for a, b in zip(cached.logits, uncached.logits,
                                                           strict=True)) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama", "qwen2", "mistral"])
+def test_disable_adapter_gives_the_base_model_bit_for_bit(kind):
+    from adapters import disable_adapter
+    from tests.adapters._tiny import tiny_causal_lm
+
+    model = tiny_causal_lm(kind)
+    kw = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0}
+    with torch.no_grad():
+        base = model(IDS).logits
+    base_gen = model.generate(IDS, **kw)
+    inject(model, HRMConfig(d_state=N, gate_init=0.5))
+    with torch.no_grad():
+        adapted = model(IDS).logits
+    assert (adapted - base).abs().max() > 1e-3
+    with disable_adapter(model) as same:
+        assert same is model
+        with torch.no_grad():
+            assert torch.equal(model(IDS).logits, base)
+        assert torch.equal(model.generate(IDS, **kw), base_gen)  # cached decoding too
+        with disable_adapter(model), torch.no_grad():  # nested
+            assert torch.equal(model(IDS).logits, base)
+        with torch.no_grad():
+            assert torch.equal(model(IDS).logits, base)
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, adapted)
+    with pytest.raises(RuntimeError, match="boom"), disable_adapter(model):
+        raise RuntimeError("boom")
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, adapted)  # re-enabled after the exception
+    remove(model)
+    with pytest.raises(AdapterError, match="no HRM adapters"), disable_adapter(model):
+        pass

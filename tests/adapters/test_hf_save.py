@@ -1,0 +1,121 @@
+"""Item 1 of issue 16: the base model's parameter names survive injection, so HF's own
+``save_pretrained``/``from_pretrained`` and a plain ``transformers.Trainer`` keep working."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+
+from adapters import HRMConfig, find_adapters, inject, load_adapter, remove
+from adapters.io import adapter_state_dict
+from tests.adapters._tiny import tiny_causal_lm
+
+transformers = pytest.importorskip("transformers")
+
+KINDS = ["gpt2", "llama", "qwen2", "mistral"]
+IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+
+
+def _activate(model, gate=0.5):
+    with torch.no_grad():
+        for a in find_adapters(model).values():
+            a.adapter.gate.fill_(gate)
+    return model
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_base_parameter_names_and_objects_are_unchanged(kind):
+    model = tiny_causal_lm(kind)
+    before = dict(model.named_parameters())
+    keys = set(model.state_dict())
+    inject(model, HRMConfig(d_state=4))
+    after = dict(model.named_parameters())
+    assert {k: id(v) for k, v in after.items() if k in before} == {
+        k: id(v) for k, v in before.items()}
+    extra = sorted(set(after) - set(before))
+    assert extra and all(k.startswith("hrm_adapters.") for k in extra)
+    assert set(model.state_dict()) - keys == {
+        k for k in model.state_dict() if k.startswith("hrm_adapters.")}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_save_pretrained_from_pretrained_restores_the_base_and_reports_adapter_keys(
+        kind, tmp_path, caplog):
+    model = tiny_causal_lm(kind)
+    with torch.no_grad():
+        base = model(IDS).logits
+    _activate(inject(model, HRMConfig(d_state=4)))
+    with torch.no_grad():
+        adapted = model(IDS).logits
+    model.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        loaded, info = transformers.AutoModelForCausalLM.from_pretrained(
+            tmp_path, output_loading_info=True)
+    loaded.eval()
+    assert info["missing_keys"] == [] or set(info["missing_keys"]) <= {"lm_head.weight"}
+    unexpected = set(info["unexpected_keys"])
+    assert unexpected == set(k for k in model.state_dict() if k.startswith("hrm_adapters."))
+    with torch.no_grad():
+        d_base = (loaded(IDS).logits - base).abs().max().item()
+    load_adapter(loaded, tmp_path)  # the adapter checkpoint written beside the model
+    with torch.no_grad():
+        d_adapted = (loaded(IDS).logits - adapted).abs().max().item()
+    print(f"{kind}: from_pretrained vs base max |dlogit| = {d_base}; + load_adapter vs "
+          f"adapted = {d_adapted}; {len(unexpected)} adapter keys reported as unexpected")
+    assert d_base == 0.0 and d_adapted == 0.0
+    assert (adapted - base).abs().max() > 1e-3  # the adapters matter
+    remove(model)
+    assert "save_pretrained" not in vars(model)
+
+
+def _dataset(n=8, length=8):
+    g = torch.Generator().manual_seed(3)
+    return [{"input_ids": x, "labels": x.clone()} for x in torch.randint(1, 64, (n, length),
+                                                                           generator=g)]
+
+
+def _trainer(model, out, **kw):
+    args = transformers.TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=2, learning_rate=1e-2, seed=0,
+        save_strategy="steps", save_steps=2, report_to=[], use_cpu=True, logging_steps=100,
+        disable_tqdm=True, dataloader_num_workers=0, **kw)
+    return transformers.Trainer(model=model, args=args, train_dataset=_dataset())
+
+
+class _Snapshots(transformers.TrainerCallback if transformers else object):
+    def __init__(self, model):
+        self.model, self.at = model, {}
+
+    def on_save(self, args, state, control, **kw):
+        self.at[state.global_step] = copy.deepcopy(adapter_state_dict(self.model))
+
+
+def test_plain_trainer_checkpoints_load_back_exactly_and_resume(tmp_path):
+    model = inject(tiny_causal_lm("llama"), HRMConfig(d_state=4, gate_init=0.1))
+    trainer = _trainer(model, tmp_path / "run", max_steps=4)
+    snaps = _Snapshots(model)
+    trainer.add_callback(snaps)
+    trainer.train()
+    trainer.save_model(str(tmp_path / "final"))
+    final = adapter_state_dict(model)
+    assert sorted(snaps.at) == [2, 4]
+    for step, folder in [(2, tmp_path / "run" / "checkpoint-2"),
+                         (4, tmp_path / "run" / "checkpoint-4"), (4, tmp_path / "final")]:
+        fresh = load_adapter(tiny_causal_lm("llama"), folder)
+        got = adapter_state_dict(fresh)
+        assert got.keys() == snaps.at[step].keys()
+        assert all(torch.equal(got[k], snaps.at[step][k]) for k in got), folder
+    assert all(torch.equal(final[k], snaps.at[4][k]) for k in final)
+    assert not all(torch.equal(final[k], snaps.at[2][k]) for k in final)  # it trained
+
+    # resume from step 2 with a freshly adapted model: the same final adapter, exactly
+    resumed = inject(tiny_causal_lm("llama"), HRMConfig(d_state=4, gate_init=0.1))
+    _trainer(resumed, tmp_path / "resume", max_steps=4).train(
+        resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
+    again = adapter_state_dict(resumed)
+    d = max((again[k] - final[k]).abs().max().item() for k in final)
+    print(f"resume_from_checkpoint: max |adapter param diff| vs uninterrupted run = {d}")
+    assert d == 0.0
