@@ -37,21 +37,27 @@ def write(study, frozen: dict, chosen: dict, check: dict, *, seeds: int, env: di
             if c["config"] == study.cell_config(arm, c["config"]["lr"], 0, "pilot"):
                 rows.append({"lr": c["config"]["lr"], "dev_bpc": c["dev"]["bpc"]})
         pilots[arm] = sorted(rows, key=lambda r: r["lr"])
-    runs = {arm: [study.run(arm, chosen[arm], s) for s in range(seeds)] for arm in arms}
+    runs = {}  # (arm, seed) -> main cell, for the cells on disk (nothing is trained here)
+    for arm in arms:
+        for s in range(seeds):
+            p = study._cell_path(study.cell_config(arm, chosen[arm], s))
+            if p.exists():
+                runs[arm, s] = json.loads(p.read_text())
     ft = frozen["test"]
     per_seed = []
     for s in range(seeds):
         row = {"seed": s}
         for arm in arms:
-            t = runs[arm][s]["test"]
-            row[arm] = {k: t[k] for k in ("bpc", "bpc_early", "bpc_late")}
-        if "hrm" in runs:
-            hrm = runs["hrm"][s]["test"]
+            if (arm, s) in runs:
+                t = runs[arm, s]["test"]
+                row[arm] = {k: t[k] for k in ("bpc", "bpc_early", "bpc_late")}
+        if ("hrm", s) in runs:
+            hrm = runs["hrm", s]["test"]
             comps = {}
             for other in arms:
-                if other == "hrm":
+                if other == "hrm" or (other, s) not in runs:
                     continue
-                o = runs[other][s]["test"]
+                o = runs[other, s]["test"]
                 comps[other] = {part: paired_ci(hrm, o, part, seed=s)
                                 for part in ("all", "early", "late")}
             comps["frozen"] = {part: paired_ci(hrm, ft, part, seed=s)
@@ -59,13 +65,21 @@ def write(study, frozen: dict, chosen: dict, check: dict, *, seeds: int, env: di
             row["hrm_minus"] = comps
         per_seed.append(row)
 
-    verdict = None
-    if "hrm" in arms and all(a in arms for a in ("stateless", *LORA_ARMS)):
-        wins = []
-        for row in per_seed:
-            c = row["hrm_minus"]
+    # A win needs every seed of every arm; a seed on which HRM does not beat the best LoRA arm
+    # makes the result null whatever the missing cells would say.
+    verdict, missing = None, [f"{a} seed {s}" for a in ("hrm", "stateless", *LORA_ARMS)
+                              for s in range(seeds) if (a, s) not in runs]
+    wins = []
+    for row in per_seed:
+        c = row.get("hrm_minus", {})
+        loras = [a for a in LORA_ARMS if a in c]
+        if len(loras) == len(LORA_ARMS):
             best_lora = min(LORA_ARMS, key=lambda a: row[a]["bpc"])
-            wins.append(c[best_lora]["all"]["hi"] < 0 and c["stateless"]["all"]["hi"] < 0)
+            beat_lora = c[best_lora]["all"]["hi"] < 0
+            wins.append(beat_lora and ("stateless" not in c or c["stateless"]["all"]["hi"] < 0))
+            if not beat_lora:
+                verdict = "null"
+    if verdict is None and not missing and seeds >= 2:
         verdict = "win" if all(wins) else "null"
 
     reductions = []
@@ -91,8 +105,8 @@ def write(study, frozen: dict, chosen: dict, check: dict, *, seeds: int, env: di
            "frozen": {split: {k: frozen[split][k] for k in ("bpc", "bpc_early", "bpc_late")}
                       for split in ("dev", "test")},
            "params": params, "chosen_lr": chosen, "pilots": pilots, "per_seed": per_seed,
-           "reductions": reductions, "verdict": verdict,
-           "train_seconds": {arm: [r["train"]["seconds"] for r in runs[arm]] for arm in arms}}
+           "reductions": reductions, "verdict": verdict, "missing": missing,
+           "train_seconds": {f"{a}/seed{s}": r["train"]["seconds"] for (a, s), r in runs.items()}}
     study.results.mkdir(parents=True, exist_ok=True)
     (study.results / "results.json").write_text(json.dumps(out, indent=1))
     (study.results / "results.md").write_text(markdown(out))
@@ -135,15 +149,17 @@ def markdown(r: dict) -> str:
               "| seed | arm | BPC | BPC < 128 | BPC >= 128 |", "|---|---|---|---|---|"]
     for row in r["per_seed"]:
         for arm in r["chosen_lr"]:
+            if arm not in row:
+                continue
             t = row[arm]
             lines.append(f"| {row['seed']} | {arm} | {_fmt(t['bpc'])} | "
                          f"{_fmt(t['bpc_early'])} | {_fmt(t['bpc_late'])} |")
-    if r["per_seed"] and "hrm_minus" in r["per_seed"][0]:
+    if any("hrm_minus" in row for row in r["per_seed"]):
         lines += ["", "## HRM minus other arms (paired bootstrap over test windows, 95 %)", "",
                   "Negative = HRM better.", "",
                   "| seed | vs | all positions | < 128 | >= 128 |", "|---|---|---|---|---|"]
         for row in r["per_seed"]:
-            for other, c in row["hrm_minus"].items():
+            for other, c in row.get("hrm_minus", {}).items():
                 lines.append(f"| {row['seed']} | {other} | {_ci(c['all'])} | "
                              f"{_ci(c['early'])} | {_ci(c['late'])} |")
     if r["reductions"]:
@@ -157,9 +173,10 @@ def markdown(r: dict) -> str:
                          f"{x['params_after']:,} | {_fmt(x['bpc_full'])} | "
                          f"{_fmt(x['bpc_reduced'])} | {_fmt(x['bpc_phase2'])} | "
                          f"{_fmt(x['bpc_late_full'])} / {_fmt(x['bpc_late_phase2'])} |")
-    if r["verdict"] is not None:
-        lines += ["", "## Verdict", "",
-                  "A win needs HRM below the best LoRA arm (per seed, by test BPC) and below "
-                  "stateless HRM with the paired 95 % interval of the difference entirely "
-                  f"below 0 on every seed. Result: **{r['verdict']}**."]
+    lines += ["", "## Verdict", "",
+              "A win needs HRM below the best LoRA arm (per seed, by test BPC) and below "
+              "stateless HRM with the paired 95 % interval of the difference entirely "
+              f"below 0 on every seed. Result: **{r['verdict'] or 'not decided'}**."]
+    if r["missing"]:
+        lines += ["", "Not run (out of time on the shared CPU): " + ", ".join(r["missing"]) + "."]
     return "\n".join(lines) + "\n"
