@@ -271,3 +271,10 @@ def test_sparse_bt_of_a_non_normal_complex_spectrum_system_respects_the_bounds()
     assert rs.lower_bound <= err <= rs.error_bound
     assert err == pytest.approx(hinf_norm(Gd - rd.reduced).value, rel=1e-6)
     assert rs.error_bound == pytest.approx(rd.error_bound, rel=1e-6)
+
+
+def test_h2_and_hankel_norms_of_a_sparse_system_from_the_factors():
+    Gs, Gd = _pair()
+    h2s, h2d = lti.h2_norm(Gs), lti.h2_norm(Gd)
+    assert h2s == pytest.approx(h2d, rel=1e-8) and h2s <= h2d * (1 + 1e-12)
+    assert lti.hankel_norm(Gs) == pytest.approx(lti.hankel_norm(Gd), rel=1e-8)
