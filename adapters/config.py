@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from adapters.exceptions import AdapterConfigError
-from adapters.ssm import DT_MAX, DT_MIN
+from adapters.layer import READS
+from adapters.ssm import DT_MAX, DT_MIN, MODES, SCANS
 
 __all__ = ["HRMConfig", "ADAPTER_TYPE", "FORMAT_VERSION"]
 
@@ -29,9 +30,6 @@ ADAPTER_TYPE = "HRM"
 #: base-model fingerprint; 1: PEFT's file names, still read).
 FORMAT_VERSION = 2
 
-_MODES = ("real", "complex")
-_SCANS = ("auto", "fft", "chunked")
-_READS = ("mlp_input", "mlp_output")
 _INITS = ("s4d",)
 _DTYPES = ("float32", "float64")
 _DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "float": "float32",
@@ -161,9 +159,9 @@ class HRMConfig:
                 f"got dt_min={self.dt_min!r}, dt_max={self.dt_max!r}"
             )
         for name, allowed in (
-            ("mode", _MODES),
-            ("scan", _SCANS),
-            ("reads", _READS),
+            ("mode", MODES),
+            ("scan", SCANS),
+            ("reads", READS),
             ("init", _INITS),
             ("dtype", _DTYPES),
         ):

@@ -58,6 +58,23 @@ def test_all_holds_library_names_only():
         assert module.split(".")[-1] not in HARNESS, f"{name} comes from {module}"
 
 
+def test_no_submodule_is_shadowed_by_a_package_attribute():
+    # e.g. a function ``adapters.calibrate`` hiding the module ``adapters/calibrate.py``
+    for path in sorted(PACKAGE.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        module = importlib.import_module(f"adapters.{path.stem}")
+        assert getattr(adapters, path.stem) is module, f"adapters.{path.stem} is not the module"
+
+
+MAX_LINES = 750  # "no module over ~700 lines" (issue 17); lti's layout test uses the same
+
+
+def test_no_library_module_is_oversized():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in PACKAGE.glob("*.py")}
+    assert {k: v for k, v in sizes.items() if v > MAX_LINES} == {}
+
+
 def _imported_submodules(path: Path, package: str) -> set[str]:
     """Modules of ``package`` that a source file imports, at any depth (lazy imports too)."""
     tree = ast.parse(path.read_text())

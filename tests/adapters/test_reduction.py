@@ -125,6 +125,32 @@ def test_measured_error_inside_reported_bounds_data_driven(base, gramian, rule):
             assert s[x.order_after - 1] >= 0.3 * s[0] > s[x.order_after]
 
 
+@pytest.mark.parametrize("gramian", ["exact", "data", "input"])
+@pytest.mark.parametrize("rule", [{"rel_tol": 0.3}, {"order": 3}, {"tol": 1e-3}])
+def test_one_lti_truncation_per_layer(base, monkeypatch, gramian, rule):
+    # The selection rule (rel_tol included) is lti's: no full-order probe, no second call,
+    # no Gramian factors computed by adapters.
+    model = _adapted(base, "real")
+    stats = (None if gramian == "exact"
+             else calibrate(model, [_ids(1)], gramian="both", progress=False))
+    calls = {"balanced_truncation": 0, "weighted_balanced_truncation": 0,
+             "balanced_truncation_from_factors": 0, "gramian_factors": 0,
+             "solve_discrete_lyapunov": 0, "psd_factor": 0}
+    for fn in calls:
+        real = getattr(lti, fn)
+
+        def counted(*args, _real=real, _fn=fn, **kwargs):
+            calls[_fn] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(lti, fn, counted)
+    report = reduce(model, gramian=gramian, stats=stats, **rule)
+    n_layers = len(report.layers)
+    which = "balanced_truncation" if gramian == "exact" else "weighted_balanced_truncation"
+    assert calls.pop(which) == n_layers
+    assert calls == dict.fromkeys(calls, 0)
+
+
 def test_stale_or_missing_statistics_are_refused(base):
     model = _adapted(base, "real")
     stats = calibrate(model, [_ids(1)], progress=False)
