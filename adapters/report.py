@@ -290,16 +290,22 @@ class ReductionReport:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     # ---- figure
-    def plot(self, path: str | os.PathLike | None = None):
-        """HSV decay per layer (``sigma_i / sigma_1``, log scale) with the chosen orders.
+    def plot(self, path: str | os.PathLike | None = None, *, fig=None):
+        """HSV decay per layer (``sigma_i / sigma_1``, log scale) and the kept order per layer.
 
-        The threshold ``rel_tol`` is drawn as a horizontal line when it was the rule; each
-        layer's chosen order r is marked on its curve (the last kept state).
+        Left: one curve per layer, coloured by its position in the model (a legend names up to
+        8 layers; with more, a colour bar gives the layer number, so that a 30-layer model stays
+        readable); a dot marks each layer's kept order r on its curve, and the threshold
+        ``rel_tol`` is a horizontal line when it was the rule. Right: the kept order r per
+        layer (bars, in the same colours) against the order before (outlines).
 
         Parameters
         ----------
         path : str or path-like, optional
             Save the figure there (format from the suffix).
+        fig : matplotlib.figure.Figure, optional
+            An empty figure to draw into (e.g. ``plt.figure()``, so pyplot shows it); by default
+            a new figure, not registered with pyplot.
 
         Returns
         -------
@@ -315,11 +321,17 @@ class ReductionReport:
         mpl = require("matplotlib", extra="plot", purpose=purpose)
         agg = require("matplotlib.backends.backend_agg", extra="plot", purpose=purpose)
         figure = require("matplotlib.figure", extra="plot", purpose=purpose)
-        fig = figure.Figure(figsize=(7.0, 4.2))
-        agg.FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
+        colors_mod = require("matplotlib.colors", extra="plot", purpose=purpose)
+        cm = require("matplotlib.cm", extra="plot", purpose=purpose)
+        if fig is None:
+            fig = figure.Figure(figsize=(10.0, 4.2), layout="constrained")
+            agg.FigureCanvasAgg(fig)
+        ax, bars = fig.subplots(1, 2, width_ratios=(3, 2))
+        n_layers = len(self.layers)
+        many = n_layers > 8
         cmap = mpl.colormaps["viridis"]
-        k = max(len(self.layers) - 1, 1)
+        norm = colors_mod.BoundaryNorm(np.arange(-0.5, max(n_layers, 1) + 0.5), cmap.N)
+        colors = [cmap(norm(j)) for j in range(n_layers)]
         floor = np.inf
         for j, x in enumerate(self.layers):
             h = np.asarray(x.hsv, dtype=float)
@@ -328,12 +340,11 @@ class ReductionReport:
             rel = h / h[0]
             pos = rel > 0
             idx = np.arange(1, h.size + 1)
-            color = cmap(j / k)
-            label = x.name if len(self.layers) <= 8 else None
-            ax.semilogy(idx[pos], rel[pos], "-", color=color, lw=1.0, label=label)
+            ax.semilogy(idx[pos], rel[pos], "-", color=colors[j], lw=1.0 if many else 1.4,
+                        alpha=0.85, label=None if many else x.name)
             r = x.order_after
             if 1 <= r <= h.size and rel[r - 1] > 0:
-                ax.semilogy([r], [rel[r - 1]], "o", color=color, ms=4)
+                ax.semilogy([r], [rel[r - 1]], "o", color=colors[j], ms=3.5, mec="k", mew=0.3)
             if np.any(pos):
                 floor = min(floor, rel[pos].min())
         if self.rel_tol is not None:
@@ -341,12 +352,27 @@ class ReductionReport:
                        label=f"threshold {self.rel_tol:g}")
         ax.set_xlabel("state index i")
         ax.set_ylabel("sigma_i / sigma_1")
-        ax.set_title(f"Hankel singular values per layer ({self.gramian}); dots: kept order")
+        ax.set_title(f"Hankel singular values per layer ({self.gramian}); dots: kept order",
+                     fontsize=10)
+        ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper right")
         if np.isfinite(floor):
             ax.set_ylim(bottom=max(floor * 0.5, 1e-17))
-        fig.tight_layout()
+        layer_ids = np.arange(n_layers)
+        before = [x.order_before for x in self.layers]
+        bars.bar(layer_ids, before, color="none", edgecolor="0.5", lw=0.8)
+        bars.bar(layer_ids, [x.order_after for x in self.layers], color=colors)
+        bars.set_xlabel("layer")
+        bars.set_ylabel("order")
+        bars.set_title("kept order r per layer (outline: order before)", fontsize=10)
+        bars.set_ylim(0, 1.05 * max(before, default=1))
+        ticks = layer_ids[:: max(1, int(np.ceil(n_layers / 10)))]
+        bars.set_xticks(ticks)
+        if many:
+            bar = fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.01,
+                               ticks=ticks)
+            bar.set_label("layer", fontsize=9)
         if path is not None:
             fig.savefig(str(path), dpi=120)
         return fig

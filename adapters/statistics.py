@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from adapters._atomic import atomic_open
 from adapters.exceptions import AdapterConfigError, AdapterError
 
 __all__ = ["CALIBRATION_GRAMIANS", "CalibrationStats", "LayerStats", "adapter_fingerprint"]
@@ -480,7 +481,8 @@ class CalibrationStats:
         Parameters
         ----------
         path : str or os.PathLike
-            File to write (overwritten if it exists); used as given, so name it ``*.npz``.
+            File to write (replaced atomically if it exists: a temporary file in the same
+            directory, fsync, rename); used as given, so name it ``*.npz``.
 
         Returns
         -------
@@ -505,7 +507,7 @@ class CalibrationStats:
         state = self.state_dict()
         path = Path(path)
         header = np.frombuffer(json.dumps(state["meta"]).encode(), dtype=np.uint8)
-        with open(path, "wb") as fh:
+        with atomic_open(path, "wb") as fh:  # a killed save leaves the old file (issue 16)
             np.savez(fh, __meta__=header, **state["arrays"])
         return path
 

@@ -80,34 +80,98 @@ def naive_save(model: nn.Module, directory: Path) -> None:
     (directory / LEGACY_CONFIG_NAME).write_text(json.dumps(meta, indent=2))
 
 
-def _save_forever(directory: str, start: int, ready, done, naive: bool) -> None:
-    model = adapted()
-    save = naive_save if naive else save_adapter
+class AdapterWriter:
+    """An adapter checkpoint folder, written by `save_adapter` (or the old in-place writer)."""
+
+    def __init__(self, naive: bool = False):
+        self.naive = naive
+
+    def make(self):
+        return adapted()
+
+    def stamp(self, model, k):
+        stamp(model, k)
+
+    def save(self, model, directory: Path):
+        (naive_save if self.naive else save_adapter)(model, directory)
+
+    def read(self, directory: Path) -> float:
+        return stamped_value(directory)
+
+
+class StatsWriter:
+    """Calibration statistics (``CalibrationStats.save``, one ``.npz`` file; or the old
+    in-place ``open(path, "wb")`` writer)."""
+
+    def __init__(self, naive: bool = False):
+        self.naive = naive
+
+    def make(self):
+        from adapters.statistics import CalibrationStats, LayerStats
+
+        layers = {f"layers.{i}.mlp": LayerStats(f"layers.{i}.mlp", H, N, 0, "fp", "data")
+                  for i in range(LAYERS)}
+        return CalibrationStats(layers, "data")
+
+    def stamp(self, stats, k):
+        import numpy as np
+
+        for layer in stats.layers.values():
+            layer.load_arrays({"state.count": np.int64(k), "state.sum": np.full(N, float(k)),
+                               "state.sum_outer": np.full((N, N), float(k))})
+
+    def save(self, stats, directory: Path):
+        if not self.naive:
+            stats.save(directory / "stats.npz")
+            return
+        import json
+
+        import numpy as np
+
+        state = stats.state_dict()
+        header = np.frombuffer(json.dumps(state["meta"]).encode(), dtype=np.uint8)
+        with open(directory / "stats.npz", "wb") as fh:
+            np.savez(fh, __meta__=header, **state["arrays"])
+
+    def read(self, directory: Path) -> float:
+        import numpy as np
+
+        from adapters.statistics import CalibrationStats
+
+        back = CalibrationStats.load(directory / "stats.npz")
+        arrays = back.state_dict()["arrays"]
+        values = np.unique(np.concatenate([np.ravel(v) for v in arrays.values()]))
+        assert values.size == 1, f"mixed statistics: values {values[:8]}"
+        return float(values[0])
+
+
+def _save_forever(directory: str, start: int, ready, done, writer) -> None:
+    obj = writer.make()
     ready.set()
     k = start
     while True:
-        stamp(model, k)
-        save(model, Path(directory))
+        writer.stamp(obj, k)
+        writer.save(obj, Path(directory))
         done.value = k
         k += 1
 
 
-def kill_loop(directory: Path, kills: int, *, seed: int, naive: bool = False) -> Counter:
+def kill_loop(directory: Path, kills: int, *, seed: int, writer=None) -> Counter:
     """Kill a saving child ``kills`` times; count how each checkpoint read back."""
+    writer = AdapterWriter() if writer is None else writer
     rng = random.Random(seed)
-    model = adapted()
-    save = naive_save if naive else save_adapter
+    obj = writer.make()
     t0 = time.perf_counter()
     for _ in range(3):
-        stamp(model, 0)
-        save(model, directory)
+        writer.stamp(obj, 0)
+        writer.save(obj, directory)
     t_save = (time.perf_counter() - t0) / 3
     done = _FORK.Value("q", 0, lock=False)
     outcome: Counter = Counter(save_seconds=t_save)
     for _ in range(kills):
         ready = _FORK.Event()
         child = _FORK.Process(target=_save_forever,
-                              args=(str(directory), int(done.value) + 1, ready, done, naive))
+                              args=(str(directory), int(done.value) + 1, ready, done, writer))
         child.start()
         assert ready.wait(60), "the saving child did not start"
         time.sleep(rng.uniform(0.0, 3.0 * t_save))
@@ -119,7 +183,7 @@ def kill_loop(directory: Path, kills: int, *, seed: int, naive: bool = False) ->
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                value = stamped_value(directory)
+                value = writer.read(directory)
         except Exception as exc:  # noqa: BLE001 - counted, asserted by the caller
             outcome["unreadable"] += 1
             outcome[f"error {type(exc).__name__}"] += 1
@@ -165,10 +229,25 @@ def test_fifty_kills_during_save(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_harness_catches_the_old_non_atomic_writer(tmp_path):
-    outcome = kill_loop(tmp_path, 50, seed=1016, naive=True)
+@pytest.mark.parametrize("writer", [AdapterWriter(naive=True), StatsWriter(naive=True)],
+                         ids=["adapter", "statistics"])
+def test_the_harness_catches_the_old_non_atomic_writers(tmp_path, writer):
+    outcome = kill_loop(tmp_path, 50, seed=1016, writer=writer)
     print(f"old writer: {dict(outcome)}")
     assert outcome["unreadable"] > 0
+
+
+def test_kills_during_a_statistics_save_leave_the_previous_or_the_new_file(tmp_path):
+    kills = 4
+    _check(kill_loop(tmp_path, kills, seed=17, writer=StatsWriter()), kills)
+
+
+@pytest.mark.slow
+def test_fifty_kills_during_statistics_saves(tmp_path):
+    kills = 50
+    outcome = kill_loop(tmp_path, kills, seed=1017, writer=StatsWriter())
+    _check(outcome, kills)
+    assert outcome["previous"] > 0 and outcome["new"] > 0
 
 
 # ------------------------------------------------------------------ the helper itself
