@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,8 @@ _MAX_SHIFTS = 24
 #: fixed model, so that the shifts depend on the input only; measured with splu on 2-D
 #: grids, n = 1e3...1e5: 40-140).
 _LU_COST_IN_SOLVES = 100.0
+#: Relative ADI residual beyond which the iteration is declared divergent (unstable A).
+_DIVERGED = 1e8
 
 
 def is_sparse(A) -> bool:
@@ -429,6 +432,11 @@ def _adi(solves: _ShiftedSolves, B: np.ndarray, trans: bool, shifts: list[comple
         res = float(np.linalg.norm(W.T @ W, 2)) / scale
         if not np.isfinite(res):
             raise SolverError("low-rank ADI diverged (non-finite residual); is `A` stable?")
+        if res > _DIVERGED:  # a step maps a mode lambda to (mu lambda - 1)/(lambda - mu):
+            raise UnstableSystemError(  # a contraction iff |lambda| < 1
+                f"low-rank ADI residual grew to {res:.3g} times ||B^T B|| after {it} steps: "
+                "`A` must be Schur-stable (a mode with |lambda| > 1 grows at every step)"
+            )
         if res <= tol:
             break
     Z = np.hstack(cols) if cols else np.zeros((n, 0))
@@ -511,6 +519,14 @@ def _user_shifts(shifts) -> np.ndarray:
 
 
 def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol) -> LowRankFactor:
+    if W_res > tol:
+        warnings.warn(
+            f"low-rank ADI stopped after {it} steps at relative residual {W_res:.3g} > tol = "
+            f"{tol:.3g} (raise max_iter, pass shifts, or check that `A` is Schur-stable with "
+            "no eigenvalue on the unit circle)",
+            UserWarning,
+            stacklevel=3,
+        )
     scale = float(np.linalg.norm(B.T @ B, 2))
     if ctol is not None and Z.shape[1]:
         Z = _compress_columns(Z, ctol * scale)
@@ -603,7 +619,7 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     Raises
     ------
     UnstableSystemError
-        No Ritz value of ``A`` inside the unit circle.
+        No Ritz value of ``A`` inside the unit circle, or a diverging ADI residual.
     SolverError
         A singular shifted matrix or a diverging iteration.
     ShapeError, NonFiniteError, InvalidArgumentError
@@ -616,7 +632,10 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     factor never overestimates the Gramian) and the error ``X - X_j`` is the Gramian of
     ``(A, W_j)``. ``residual`` re-evaluates the residual of the compressed factor from
     ``[A Z, Z, B]`` without forming n x n matrices. Reaching ``max_iter`` before ``tol``
-    raises nothing: check ``converged``.
+    warns (``UserWarning``) and returns ``converged=False``; a residual growing beyond
+    ``1e8 ||B^T B||`` raises :class:`~lti.exceptions.UnstableSystemError` (each step maps a
+    mode by the factor ``(mu lambda - 1) / (lambda - mu)``, of modulus < 1 exactly
+    when ``|lambda| < 1``).
 
     Examples
     --------
