@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 
+from lti._hammarling import compress_rows
 from lti._validation import check_stable, symmetrize_
 from lti.exceptions import InvalidArgumentError, MissingDependencyError
 
@@ -48,6 +49,9 @@ def factor_slycot(M: np.ndarray, Bm: np.ndarray, transpose: bool) -> np.ndarray:
     n, m = Bm.shape
     if n == 0:
         return np.zeros((0, 0))
+    if m > n:  # SB03OD's wrapper takes at most n columns: B B^T = R^T R, R from a QR of B^T
+        Bm = compress_rows(Bm.T).T
+        m = Bm.shape[1]
     ld = max(n, m)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -21,6 +21,7 @@ SMITH_AUTO_ITER = 12  # ... with at most this many squarings (rho^4096 <= eps: r
 # decaying) pass, transient growth does not -- Smith's rounding scales with max_k ||A^(2^k)||, so
 # strongly non-normal A (growth 1e2..1e4 seen: residuals up to 1000x SB03OD's) go to Hammarling.
 SMITH_MAX_GROWTH = 8.0
+_TINY = np.finfo(np.float64).tiny
 
 
 def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float):
@@ -51,8 +52,11 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
         a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
         if not a <= max_growth * np.sqrt(n):  # also catches NaN
             return None
-        if a > 0:
-            rho_bound = min(rho_bound, a**root)
+        # ||A_k||_F^(2^-k) >= rho(M). A power that is exactly zero (nilpotent M, e.g. a
+        # shift register or FIR filter, or entries that underflowed) still bounds rho: its
+        # true norm is below n * tiny, which must not be skipped (it was: bound 1.19 for a
+        # shift register, and a bound >= 1 sent the noise floor of the HSVs to infinity)
+        rho_bound = min(rho_bound, max(a, n * _TINY) ** root)
         if a <= eps:  # ||A_k L||_F <= ||A_k||_2 ||L||_F: every factor has converged
             todo = []
         for i in list(todo):

@@ -143,8 +143,9 @@ def check_symmetric(name: str, X: np.ndarray, *, rtol: float | None = None) -> f
     scale = float(np.max(np.abs(X)))
     asym = asymmetry(X)
     if asym > rtol * max(scale, np.finfo(np.float64).tiny):
+        kind, op = ("Hermitian", "H") if np.iscomplexobj(X) else ("symmetric", "T")
         raise NotSymmetricError(
-            f"`{name}` must be symmetric; got max|{name} - {name}^T| = {asym:.3g} "
+            f"`{name}` must be {kind}; got max|{name} - {name}^{op}| = {asym:.3g} "
             f"relative to max|{name}| = {scale:.3g} (rtol {rtol:.2g})"
         )
     return asym

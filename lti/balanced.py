@@ -43,8 +43,6 @@ _EPS = np.finfo(np.float64).eps
 _METHODS = ("auto", "sr", "bfsr")
 #: HSVs closer than this (relative) count as tied (see ``balanced_truncation``).
 TIE_RTOL = 1e-10
-#: ``method="auto"`` picks "bfsr" once the kept HSVs span more than this ratio.
-AUTO_BFSR_RATIO = 1e10
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,7 +248,7 @@ def hankel_singular_values(sys) -> np.ndarray:
         Fc, Fo = _sparse_factors(G)
         return _hsv_svd(Fc.Z, Fo.Z, min(Fc.rank, Fo.rank))[0]
     try:
-        F = stable_gramian_factors(G)
+        F = stable_gramian_factors(G, in_schur_basis=True)  # same HSVs, better accuracy
     except UnstableSystemError as exc:
         raise UnstableSystemError(
             f"Hankel singular values: {exc} (balanced_truncation keeps the unstable part "
@@ -297,8 +295,8 @@ def _select_order(hsv, bounds, rule: _Rule, nmin, stacklevel):
         elif 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
             warnings.warn(
                 f"order splits tied Hankel singular values sigma_{r} = {hsv[r - 1]:.17g} and "
-                f"sigma_{r + 1} = {hsv[r]:.17g}: the kept subspace is not unique and the "
-                "reduced model need not be asymptotically stable",
+                f"sigma_{r + 1} = {hsv[r]:.17g}: the kept subspace is not unique (which "
+                "reduced model of that order comes back depends on rounding)",
                 UserWarning,
                 stacklevel=stacklevel,
             )
@@ -329,11 +327,12 @@ def _select_order(hsv, bounds, rule: _Rule, nmin, stacklevel):
 
 
 def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
-    """Right/left projections onto balanced directions lo..hi-1.
+    """Right/left projections ``(T, Ti)`` onto the balanced directions lo..hi-1.
 
-    SR: ``T = Lc V Sigma^{-1/2}``, ``Ti = Sigma^{-1/2} U^T Lo^T``. BFSR: ``Lc V = Q R``
-    (thin QR), ``T = Q``, ``Ti = R Sigma^{-1} U^T Lo^T`` -- the same left projection as
-    Varga's ``(Z^T Q)^{-1} Z^T`` with ``Z = orth(Lo U)``, without a linear solve.
+    SR: ``T = Lc V Sigma^{-1/2}``, ``Ti = Sigma^{-1/2} U^T Lo^T``. BFSR (Varga 1991):
+    orthonormal bases ``Z = orth(Lc V)`` and ``W = orth(Lo U)`` of the two dominant
+    subspaces, ``T = Z``, ``Ti = (W^T Z)^{-1} W^T``; ``Ti T = I`` to rounding (one LU
+    solve with the small ``W^T Z``), whatever the spread of the kept HSVs.
     """
     V = Vt[lo:hi].T  # (kc, k)
     Uk = U[:, lo:hi]  # (ko, k)
@@ -342,8 +341,14 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
         return (Lc @ V) * d, (d[:, None] * Uk.T) @ Lo.T
     if hi == lo:
         return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0]))
-    Q, R = np.linalg.qr(Lc @ V)  # (n, k), (k, k)
-    return Q, (R / s[lo:hi]) @ (Uk.T @ Lo.T)
+    Z = np.linalg.qr(Lc @ V)[0]  # (n, k), orthonormal
+    W = np.linalg.qr(Lo @ Uk)[0]  # (n, k), orthonormal
+    M = W.T @ Z  # (k, k), = R_W^{-T} Sigma R_Z^{-1}: nonsingular for sigma_k > 0
+    try:
+        Ti = sla.solve(M, W.T, check_finite=False)
+    except (np.linalg.LinAlgError, ValueError) as exc:  # pragma: no cover - sigma_k > 0
+        raise SolverError("balancing-free square root: W^T Z is singular") from exc
+    return Z, Ti
 
 
 def _norm2(L: np.ndarray) -> float:
@@ -371,7 +376,7 @@ def _norm2(L: np.ndarray) -> float:
 
 
 def _noise_floor(hsv, Lc, Lo, rho) -> float:
-    """HSVs at or below this level are zero in floating point (see balanced_truncation)."""
+    """HSVs at or below this level are not certified (see balanced_truncation, Notes)."""
     n = hsv.size
     if n == 0:
         return 0.0
@@ -410,7 +415,7 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: _Rule, method, match_dc, stackl
     nmin = int(np.count_nonzero(hsv > _noise_floor(hsv, Lc, Lo, rho)))
     r = _select_order(hsv, bounds, rule, nmin, stacklevel + 1)
     if method == "auto":
-        method = "sr" if r == 0 or hsv[0] <= AUTO_BFSR_RATIO * hsv[r - 1] else "bfsr"
+        method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
     Ar, Br, Cr, Dr = Ti1 @ A @ T1, Ti1 @ B, C @ T1, D  # D: DiscreteLTI copies it
     if match_dc and r < nmin:
@@ -515,10 +520,13 @@ def balanced_truncation(
         of a balancing transformation (the full-order result and the ``match_dc`` result
         are balanced, with both Gramians ``diag(hsv[:r])``; a truncated discrete-time
         balanced realisation is not exactly balanced itself, since
-        ``A11 S1 A11^T - S1 + B1 B1^T = -A12 S2 A12^T``). ``"bfsr"``: balancing-free
-        square-root method, orthonormal ``T`` (better conditioned when the kept HSVs span
-        many decades); the reduced model is similar to the square-root one. ``"auto"``
-        uses ``"sr"`` unless ``sigma_1 / sigma_r > 1e10``; it depends only on the input.
+        ``A11 S1 A11^T - S1 + B1 B1^T = -A12 S2 A12^T``). ``"bfsr"``: Varga's
+        balancing-free square-root method: the same two dominant subspaces, but
+        ``T`` has orthonormal columns and ``Ti = (W^T T)^{-1} W^T`` (``W`` orthonormal):
+        the reduced model is similar to the square-root one (same transfer function,
+        same bounds) in coordinates that are not balanced; use it when a well-conditioned
+        ``T`` is wanted. It is not more accurate than ``"sr"`` on the systems we measured
+        (see Notes). ``"auto"`` is ``"sr"``.
     match_dc : bool, optional
         Singular-perturbation approximation instead of truncation: the discarded balanced
         states are frozen at their steady state, so ``G_r(1) = G(1)`` exactly; same bounds.
@@ -568,9 +576,17 @@ def balanced_truncation(
 
     .. math:: \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le 2 \\sum_{i=r+1}^{n} \\sigma_i .
 
-    The balancing-free variant (Varga 1991) uses the orthonormal basis ``T = Q`` of
-    ``Lc V1 = Q R`` and ``Ti = (Z^T Q)^{-1} Z^T`` with ``Z = orth(Lo U1)``, computed
-    without a solve as ``Ti = R Sigma_1^{-1} U_1^T L_o^T``. With
+    The balancing-free variant (A. Varga, "Efficient minimal realization procedure based
+    on balancing", IMACS Symp. MCTS, Lille 1991) uses orthonormal bases ``Z = orth(Lc V1)``
+    and ``W = orth(Lo U1)`` of the same dominant subspaces, ``T = Z``,
+    ``Ti = (W^T Z)^{-1} W^T`` (one LU solve with the r x r matrix ``W^T Z``), so that
+    ``T Ti`` is an oblique projector to working accuracy: ``||Ti T - I|| <= c eps ||Ti||
+    ||T||``. The projections are formed in the real Schur coordinates of ``A`` (where
+    the Hammarling factors are triangular) and mapped back with the Schur vectors:
+    for strongly non-normal ``A`` the product of the factors with the Schur vectors
+    rounds the directions of the small HSVs away, and the badly conditioned coordinates
+    of BFSR then gave models with errors up to 41x the bound (issue 14); in Schur
+    coordinates both methods stay inside it. With
     ``match_dc=True`` the discarded minimal coordinates ``x2`` obey
     ``x2 = A21 x1 + A22 x2 + B2 u``, giving
     ``A_r = A11 + A12 (I - A22)^{-1} A21`` and so on (discrete singular perturbation).
@@ -581,15 +597,25 @@ def balanced_truncation(
     full order n always qualifies (bound 0), so this never fails, and a warning says so when
     only the full order does. A cut that would split tied HSVs (relative gap <= 1e-10) is
     moved up to the end of the tie (the bound only gets smaller); an explicit `order` is
-    kept and a warning is given, because with tied HSVs on both sides the reduced model is
-    not guaranteed to be asymptotically stable. HSVs are computed to an absolute accuracy
-    of about ``eps ||Lc|| ||Lo||``, amplified by the conditioning ``1 / (1 - rho^2)`` of the
-    Stein equations (``rho`` the spectral radius of the stable part); HSVs at or below the
-    noise floor ``n_s eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` cannot be told
-    from zero: they belong to a (numerically) non-minimal part, which cannot be balanced,
-    and the order is capped at the number of larger ones (``minimal_order``), as SLICOT
-    AB09AD caps it with its rule ``n_s eps sigma_1`` (the same floor for a well-scaled
-    system; ours also catches systems whose transfer function nearly cancels).
+    kept and a warning is given, because the kept subspace is then not unique. (In discrete
+    time a split tie does not endanger stability: with ``A11 S1 A11^T - S1 =
+    -B1 B1^T - A12 S2 A12^T``, an eigenvector ``A11^T x = lambda x`` with ``|lambda| = 1``
+    would need ``B1^T x = 0`` and ``A12^T x = 0`` (``S2 > 0`` on the minimal part), making
+    ``[x; 0]`` an uncontrollable eigenvector of the stable ``A`` with ``|lambda| = 1``; so a
+    truncated minimal balanced realisation is always asymptotically stable, Al-Saggaf &
+    Franklin 1987. The tie caveat of continuous time, Pernebo & Silverman 1982, does not
+    carry over.) The computed HSVs are those of a nearby system; their absolute error is
+    bounded by about ``eps ||Lc|| ||Lo||``, amplified by the conditioning
+    ``1 / (1 - rho^2)`` of the Stein equations (``rho`` the spectral radius of the stable
+    part, or its bound from the Smith iteration), and often much smaller (for a triangular
+    ``A`` they can be correct to ``eps sigma_1``). HSVs at or below the certified floor
+    ``n_s eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` are treated as zero: they
+    belong to a (numerically) non-minimal part that cannot be balanced reliably, and the
+    order is capped at the number of larger ones (``minimal_order``). This is not SLICOT
+    AB09AD's rule ``n_s eps sigma_1``; the two agree when ``||Lc|| ||Lo||`` is close to
+    ``sigma_1`` and ``rho`` is not close to 1, and ours is larger (it drops HSVs AB09AD
+    keeps) for strongly non-normal ``A``, where the smaller HSVs are not accurate: the
+    issue-14 family broke the bound by 3e6x with AB09AD's floor.
 
     Sparse ``A`` (``scipy.sparse``, n up to ~1e5 and beyond): the factors are the low-rank
     ADI factors ``Zc``, ``Zo`` of :func:`lti.lowrank.lowrank_gramian_factors` (default
@@ -632,14 +658,19 @@ def balanced_truncation(
         return _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc)
     rule = _check_rule(order, tol, rel_tol, G.n)
     try:  # stable: one Smith pass (small dense A) or one Schur form gives both factors
-        F = stable_gramian_factors(G)
+        F = stable_gramian_factors(G, in_schur_basis=True)
     except UnstableSystemError:
         F = None
     if F is not None:
-        red = _reduce_stable(G, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
+        # on the Schur path the projections are formed in Schur coordinates
+        # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
+        S = F.schur
+        Gw = G if S is None else DiscreteLTI(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D, G.dt)
+        red = _reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if np.any(red.D) else None, G.dt)
-        return _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, was_control)
+        T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
+        return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control)
     split = split_unstable(G)
     nu = G.n - split.ns
     if rule.order is not None and rule.order < nu:

@@ -52,15 +52,24 @@ class GramianFactors:
         ``"modal"`` (diagonal or :meth:`~lti.DiscreteLTI.from_diagonal` form, see
         :mod:`lti.modal`), ``"smith"``, ``"schur"`` or ``"diagonal"``: how the factors were
         computed.
+    schur : SchurForm or None
+        ``None``: ``Lc``, ``Lo`` are factors of the Gramians of ``(A, B, C)`` itself. The
+        real Schur form ``A = Z T Z^T`` (asked for with ``in_schur_basis=True``): they are
+        the factors of the Gramians of ``(T, Z^T B, C Z)``, i.e. ``P = Z Lc Lc^T Z^T``;
+        these triangular factors keep small singular directions that the product with
+        ``Z`` rounds away (balanced truncation of strongly non-normal systems needs them).
     """
 
     Lc: np.ndarray
     Lo: np.ndarray
     rho: float
     path: str
+    schur: SchurForm | None = None
 
 
-def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) -> GramianFactors:
+def stable_gramian_factors(
+    G: DiscreteLTI, *, schur: SchurForm | None = None, in_schur_basis: bool = False
+) -> GramianFactors:
     """Both infinite-horizon Gramian factors of a stable system, the one place they are made.
 
     Parameters
@@ -70,6 +79,9 @@ def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) ->
     schur : SchurForm, optional
         Real Schur form of ``G.A`` to use (e.g. ``SchurForm(T, I)`` for a quasi-triangular
         ``A``); skips the squared-Smith attempt.
+    in_schur_basis : bool, optional
+        On the Schur path, return the factors in Schur coordinates (``schur`` set, see
+        :class:`GramianFactors`) instead of multiplying them by the Schur vectors.
 
     Returns
     -------
@@ -126,17 +138,27 @@ def stable_gramian_factors(G: DiscreteLTI, *, schur: SchurForm | None = None) ->
             f"infinite-horizon Gramians need a Schur-stable system: `sys.A` must have "
             f"spectral radius < 1; got {rho:.6g}"
         )
-    b = float(np.max(np.abs(G.B), initial=0.0))
-    c = float(np.max(np.abs(G.C), initial=0.0))
-    Lc = lyapunov_factor(G.A, G.B / b, schur=schur) * b if b > 0 else np.zeros((n, n))
-    Lo = (lyapunov_factor(G.A, G.C.T / c, transpose=True, schur=schur) * c if c > 0
+    if diagonal:
+        A, B, C, Z, S = G.A, G.B, G.C, None, None
+    else:  # solve in Schur coordinates: (T, Z^T B, C Z) with the Schur form (T, I)
+        Z = schur.Z
+        A, B, C = schur.T, Z.T @ G.B, G.C @ Z
+        S = SchurForm(schur.T, np.eye(n))
+    b = float(np.max(np.abs(B), initial=0.0))
+    c = float(np.max(np.abs(C), initial=0.0))
+    Lc = lyapunov_factor(A, B / b, schur=S) * b if b > 0 else np.zeros((n, n))
+    Lo = (lyapunov_factor(A, C.T / c, transpose=True, schur=S) * c if c > 0
           else np.zeros((n, n)))
     if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
         raise SolverError(
             "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
             "entries near the underflow threshold can cause this)"
         )
-    return GramianFactors(Lc, Lo, rho, "diagonal" if diagonal else "schur")
+    if Z is None:
+        return GramianFactors(Lc, Lo, rho, "diagonal")
+    if in_schur_basis:
+        return GramianFactors(Lc, Lo, rho, "schur", schur=schur)
+    return GramianFactors(Z @ Lc, Z @ Lo, rho, "schur")
 
 
 def _check_horizon(horizon):

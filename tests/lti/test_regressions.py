@@ -112,3 +112,148 @@ def test_conversion_rule_rejects_what_it_cannot_read():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             h2_norm(control.tf([1.0], [1.0, 1.0]))  # continuous time
+
+
+# ------------------------------------------------ issue 14 item 1: BFSR bound
+
+
+def _hinf_slycot(E: DiscreteLTI) -> float:
+    """||E||_inf independently of lti.hinf_norm: the larger of SLICOT AB13DD and a dense
+    sweep of sigma_max(E(e^{j theta})) on 20001 angles (AB13DD alone missed the peak of
+    the bidiagonal case below: 0.1290 at 0.775 rad where the peak is 0.1647 at 1.353)."""
+    slycot = pytest.importorskip("slycot")
+    n, m, p = E.n, E.m, E.p
+    gpeak, _ = slycot.ab13dd("D", "I", "N", "D", n, m, p, E.A.copy(), np.eye(n), E.B.copy(),
+                             E.C.copy(), E.D.copy(), tol=1e-12)
+    H = E.frequency_response(np.linspace(0.0, np.pi, 20001))
+    sweep = float(np.max(np.linalg.svd(H, compute_uv=False)[:, 0]))
+    return max(float(gpeak), sweep)
+
+
+def _nonnormal_family(seed):
+    """Issue 14's family: A = Q (triu(2 randn, 1) + diag(U(-0.95, 0.95))) Q^T."""
+    rng = np.random.default_rng(seed)
+    n, m, p = int(rng.integers(20, 31)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    T = np.triu(2 * rng.standard_normal((n, n)), 1) + np.diag(rng.uniform(-0.95, 0.95, n))
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    G = DiscreteLTI(Q @ T @ Q.T, rng.standard_normal((n, m)), rng.standard_normal((p, n)),
+                    rng.standard_normal((p, m)))
+    return G, rng
+
+
+@pytest.mark.parametrize("seed", [8, 18, 28, 29])  # bfsr err / bound 4.05, 1.86, 11.3, 27
+@pytest.mark.parametrize("method", ["sr", "bfsr", "auto"])
+@pytest.mark.parametrize("match_dc", [False, True])
+def test_bfsr_bound_on_strongly_non_normal_systems(seed, method, match_dc):
+    G, rng = _nonnormal_family(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nmin = balanced_truncation(G, order=G.n).minimal_order
+    r = int(rng.integers(1, nmin))
+    res = balanced_truncation(G, order=r, method=method, match_dc=match_dc)
+    err = _hinf_slycot(G - res.reduced)
+    assert res.lower_bound <= err <= res.error_bound
+    # an oblique projector to working accuracy (||Ti|| reaches 1e6 here, so the absolute
+    # error of the product itself is eps ||Ti|| ||T||; it was 0.19 before the fix)
+    TiT = res.Ti @ res.T
+    scale = np.linalg.norm(res.Ti, 2) * np.linalg.norm(res.T, 2)
+    assert np.linalg.norm(TiT - np.eye(r), 2) <= 1e-8 * scale
+    if res.method == "bfsr":
+        assert np.linalg.norm(res.T.T @ res.T - np.eye(r), 2) <= 1e-12
+    assert res.method == ("bfsr" if method == "bfsr" else "sr")
+
+
+# --------------------------------------- issue 14 items 5, 7: slycot width, Q^H message
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_slycot_factor_with_more_input_columns_than_states(transpose):
+    pytest.importorskip("slycot")
+    from lti import lyapunov_factor
+
+    # the shape of SLICOT's SB03OD example (n = 4 states, m = 5 columns): f2py refused it
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((4, 4))
+    A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))
+    B = rng.standard_normal((4, 5))
+    L = lyapunov_factor(A, B, method="slycot", transpose=transpose)
+    Lh = lyapunov_factor(A, B, method="hammarling", transpose=transpose)
+    assert L.shape == (4, 4)
+    X, Xh = L @ L.T, Lh @ Lh.T
+    assert np.linalg.norm(X - Xh) <= 1e-12 * np.linalg.norm(Xh)
+
+
+def test_complex_asymmetry_message_says_hermitian():
+    from lti import NotSymmetricError, solve_discrete_lyapunov
+
+    Q = np.array([[1.0, 1j], [1j, 1.0]])  # symmetric but not Hermitian
+    with pytest.raises(NotSymmetricError, match=r"Hermitian; got max\|Q - Q\^H\|"):
+        solve_discrete_lyapunov(np.diag([0.5, 0.2j]), Q)
+    with pytest.raises(NotSymmetricError, match=r"symmetric; got max\|Q - Q\^T\|"):
+        solve_discrete_lyapunov(np.diag([0.5, 0.2]), np.array([[1.0, 2.0], [0.0, 1.0]]))
+
+
+# --------------------------------------------- issue 14 item 2: FIR / nilpotent systems
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 12])
+def test_shift_register_reduces_at_every_order(n):
+    # z^-n: A the down-shift, B = e_1, C = e_n^T; every HSV is exactly 1
+    A = np.diag(np.ones(n - 1), -1)
+    G = DiscreteLTI(A, np.eye(n)[:, :1], np.eye(n)[-1:])
+    assert np.allclose(hankel_singular_values(G), 1.0, rtol=1e-14, atol=0)
+    for r in range(n + 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # splitting ties warns
+            res = balanced_truncation(G, order=r)
+        assert res.order == r and res.minimal_order == n
+        assert res.error_bound == pytest.approx(2.0 * (n - r), abs=1e-12)
+        err = _hinf_slycot(G - res.reduced) if r < n else hinf_norm(G - res.reduced).value
+        assert res.lower_bound <= err <= res.error_bound + 1e-12
+
+
+def test_nilpotent_spectral_radius_bound_is_zero():
+    from lti.gramians import stable_gramian_factors
+
+    A = np.diag(np.ones(7), -1)
+    F = stable_gramian_factors(DiscreteLTI(A, np.eye(8)[:, :1], np.eye(8)[-1:]))
+    assert F.path == "smith" and F.rho <= 1e-30  # was 1.19: the zero power A^8 was skipped
+
+
+@pytest.mark.parametrize("numtaps", [9, 17, 33, 65])
+def test_fir_filters_reduce_at_every_order(numtaps):
+    signal = pytest.importorskip("scipy.signal")
+    h = signal.firwin(numtaps, 0.3)
+    N = numtaps - 1
+    G = DiscreteLTI(np.diag(np.ones(N - 1), -1), np.eye(N)[:, :1], h[1:][None, :], h[:1][None, :])
+    hsv = hankel_singular_values(G)
+    nmin = balanced_truncation(G, order=N).minimal_order
+    assert nmin == int(np.count_nonzero(hsv > N * np.finfo(float).eps * hsv[0])) > N // 2
+    for r in sorted({1, 2, nmin // 2, nmin - 1, nmin}):
+        res = balanced_truncation(G, order=r)
+        assert res.order == r
+        err = _hinf_slycot(G - res.reduced)
+        assert res.lower_bound <= err <= res.error_bound + 1e-12 * hsv[0]
+
+
+def test_bidiagonal_non_normal_system_is_not_collapsed():
+    # 1 / (z - 0.59)^20 in bidiagonal form: HSVs from 5.1e7 down to 1.2e-3, computed to
+    # 1e-17 sigma_1 (checked against 60-digit arithmetic)
+    n = 20
+    A = 0.59 * np.eye(n) + np.diag(np.ones(n - 1), -1)
+    G = DiscreteLTI(A, np.eye(n)[:, :1], np.eye(n)[-1:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = balanced_truncation(G, order=n)
+    assert res.hsv[0] == pytest.approx(5.08451e7, rel=1e-5)
+    assert res.minimal_order >= 17  # the certified floor n eps ||Lc|| ||Lo|| / (1 - rho^2)
+    for r in (1, 5, 10, res.minimal_order):
+        red = balanced_truncation(G, order=r)
+        err = _hinf_slycot(G - red.reduced)
+        assert red.lower_bound <= err <= red.error_bound + 1e-12 * res.hsv[0]
+    # the same transfer function where the Smith path runs (a smaller subdiagonal)
+    A = 0.59 * np.eye(n) + 0.5 * np.diag(np.ones(n - 1), -1)
+    from lti.gramians import stable_gramian_factors
+
+    F = stable_gramian_factors(DiscreteLTI(A, np.eye(n)[:, :1], np.eye(n)[-1:]))
+    assert F.path == "smith" and 0.59 <= F.rho < 1.0
