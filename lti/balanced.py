@@ -15,13 +15,13 @@ and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred`
 from __future__ import annotations
 
 import numbers
-import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
+from lti._order import TIE_RTOL, Rule, check_rule, select_order  # noqa: F401 - TIE_RTOL re-exported
 from lti._validation import as_float_matrix
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 from lti.gramians import stable_gramian_factors
@@ -41,8 +41,6 @@ __all__ = [
 
 _EPS = np.finfo(np.float64).eps
 _METHODS = ("auto", "sr", "bfsr")
-#: HSVs closer than this (relative) count as tied (see ``balanced_truncation``).
-TIE_RTOL = 1e-10
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,54 +119,6 @@ def _check_method(method) -> str:
     if method not in _METHODS:
         raise InvalidArgumentError(f"`method` must be one of {_METHODS}; got {method!r}")
     return method
-
-
-@dataclass(frozen=True)
-class _Rule:
-    """The order-selection rule: exactly one of ``order``, ``tol``, ``rel_tol`` is set."""
-
-    order: int | None = None
-    tol: float | None = None
-    rel_tol: float | None = None
-
-    def shifted(self, nu: int) -> _Rule:
-        """The same rule for the stable part (``nu`` unstable states kept)."""
-        if self.order is None:
-            return self
-        return _Rule(order=self.order - nu)
-
-
-def _check_rule(order, tol, rel_tol, n: int) -> _Rule:
-    given = {k: v for k, v in (("order", order), ("tol", tol), ("rel_tol", rel_tol))
-             if v is not None}
-    if len(given) != 1:
-        shown = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "none"
-        raise InvalidArgumentError(
-            f"pass exactly one of `order`, `tol` and `rel_tol`; got {shown}"
-        )
-    if rel_tol is not None:
-        if (isinstance(rel_tol, bool) or not isinstance(rel_tol, numbers.Real)
-                or not (np.isfinite(rel_tol) and 0.0 < rel_tol <= 1.0)):
-            raise InvalidArgumentError(f"`rel_tol` must be a number in (0, 1]; got {rel_tol!r}")
-        return _Rule(rel_tol=float(rel_tol))
-    order, tol = _check_order_tol(order, tol, n)
-    return _Rule(order=order, tol=tol)
-
-
-def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
-    if order is not None:
-        if isinstance(order, bool) or not isinstance(order, numbers.Integral):
-            raise InvalidArgumentError(f"`order` must be an integer in [0, {n}]; got {order!r}")
-        if not 0 <= order <= n:
-            raise InvalidArgumentError(
-                f"`order` must be an integer in [0, n={n}]; got {int(order)}"
-            )
-        return int(order), None
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not np.isfinite(tol):
-        raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")
-    if not tol > 0:
-        raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")
-    return None, float(tol)
 
 
 def _check_factor(name: str, L, n: int) -> np.ndarray:
@@ -260,69 +210,6 @@ def hankel_singular_values(sys) -> np.ndarray:
 # ------------------------------------------------------------ stable/unstable split
 
 
-# ------------------------------------------------------------------ order selection
-
-
-def _select_order(hsv, bounds, rule: _Rule, nmin, stacklevel):
-    """Number r of stable states to keep (see balanced_truncation, Notes)."""
-    ns = hsv.size
-    order, tol = rule.order, rule.tol
-    if rule.rel_tol is not None:
-        r = int(np.count_nonzero(hsv >= rule.rel_tol * hsv[0])) if ns and hsv[0] > 0 else 0
-        while 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
-            r += 1  # never split a tie: move the cut up
-        if r > nmin:
-            warnings.warn(
-                f"`rel_tol` = {rule.rel_tol:.3g} is below the rounding-noise floor of the "
-                f"Hankel singular values: kept the minimal realisation ({nmin} states) "
-                f"instead of {r}",
-                UserWarning,
-                stacklevel=stacklevel,
-            )
-            r = nmin
-        return r
-    if order is not None:
-        r = order
-        if r > nmin:
-            warnings.warn(
-                f"requested {r} stable states but only {nmin} Hankel singular values exceed "
-                f"the rounding-noise floor (the rest belong to a numerically non-minimal part "
-                f"that cannot be balanced); keeping {nmin}",
-                UserWarning,
-                stacklevel=stacklevel,
-            )
-            r = nmin
-        elif 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
-            warnings.warn(
-                f"order splits tied Hankel singular values sigma_{r} = {hsv[r - 1]:.17g} and "
-                f"sigma_{r + 1} = {hsv[r]:.17g}: the kept subspace is not unique (which "
-                "reduced model of that order comes back depends on rounding)",
-                UserWarning,
-                stacklevel=stacklevel,
-            )
-        return r
-    r = int(np.flatnonzero(bounds <= tol)[0])  # bounds[ns] == 0 <= tol always qualifies
-    while 0 < r < ns and hsv[r - 1] - hsv[r] <= TIE_RTOL * hsv[r - 1] and hsv[r] > 0:
-        r += 1  # never split a tie: move the cut up (the bound only decreases)
-    if r > nmin:
-        warnings.warn(
-            f"`tol` = {tol:.3g} is below the numerical floor of the bound: kept the minimal "
-            f"realisation ({nmin} states, bound {bounds[nmin]:.3g}) instead of "
-            f"{r} states",
-            UserWarning,
-            stacklevel=stacklevel,
-        )
-        r = nmin
-    elif r == ns and ns > 0:
-        warnings.warn(
-            f"no order below n = {ns} has error bound <= tol = {tol:.3g} (the bound at order "
-            f"{ns - 1} is {bounds[ns - 1]:.3g}); returning the full-order balanced realisation",
-            UserWarning,
-            stacklevel=stacklevel,
-        )
-    return r
-
-
 # ------------------------------------------------------------------------ core
 
 
@@ -404,7 +291,7 @@ class _StableReduction:
     minimal_order: int
 
 
-def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: _Rule, method, match_dc, stacklevel,
+def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
                    rho=None) -> _StableReduction:
     """Balanced truncation / SPA of a stable ``G`` with given Gramian factors."""
     A, B, C, D = G.A, G.B, G.C, G.D
@@ -413,7 +300,7 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: _Rule, method, match_dc, stackl
     tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
     bounds = 2.0 * tail  # (n + 1,)
     nmin = int(np.count_nonzero(hsv > _noise_floor(hsv, Lc, Lo, rho)))
-    r = _select_order(hsv, bounds, rule, nmin, stacklevel + 1)
+    r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
@@ -485,7 +372,7 @@ def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
             f"min(rank_c, rank_o) = {k}; got {order} (lti.lowrank.lowrank_gramian_factors "
             "with a smaller `tol` resolves more)"
         )
-    rule = _check_rule(order, tol, rel_tol, k)
+    rule = check_rule(order, tol, rel_tol, k)
     red = _reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
@@ -656,7 +543,7 @@ def balanced_truncation(
     G = as_discrete_system(sys)
     if is_sparse(G.A):  # through low-rank ADI factors, dense reduced system
         return _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc)
-    rule = _check_rule(order, tol, rel_tol, G.n)
+    rule = check_rule(order, tol, rel_tol, G.n)
     try:  # stable: one Smith pass (small dense A) or one Schur form gives both factors
         F = stable_gramian_factors(G, in_schur_basis=True)
     except UnstableSystemError:
@@ -753,7 +640,7 @@ def balanced_truncation_from_factors(
     G = as_discrete_system(sys)
     Lc = _check_factor("Lc", Lc, G.n)
     Lo = _check_factor("Lo", Lo, G.n)
-    rule = _check_rule(order, tol, rel_tol, G.n)
+    rule = check_rule(order, tol, rel_tol, G.n)
     red = _reduce_stable(G, Lc, Lo, rule, method, match_dc, stacklevel=3)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     return _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, was_control)

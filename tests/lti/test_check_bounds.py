@@ -15,8 +15,6 @@ _spec = importlib.util.spec_from_file_location("check_bounds", _PATH)
 cb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cb)
 
-_ITEM1 = pytest.mark.xfail(strict=True, reason="issue 14 item 1 (lti-core): bfsr breaks the "
-                           "bound / Ti T != I on the non-normal family")
 _ITEM2 = pytest.mark.xfail(strict=True, reason="issue 14 item 2 (lti-core): FIR filters are "
                            "reduced to order 0")
 _ITEM3 = pytest.mark.xfail(strict=True, reason="issue 14 item 3 (lti-core): at full order the "
@@ -41,7 +39,6 @@ def test_interior_orders_within_bounds(family, seed, r):
 
 
 @pytest.mark.parametrize(("seed", "r"), [(10, 8), (61, 10)])
-@_ITEM1
 def test_non_normal_bfsr_within_bounds(seed, r):
     assert _violations(cb.nonnormal_system(seed), r, [("bfsr", False), ("bfsr", True)]) == []
 

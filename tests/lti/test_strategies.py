@@ -58,8 +58,6 @@ def test_error_within_bounds_property(case, method, match_dc):
     _check_bounds(G, r, method, match_dc)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 14 item 2 (lti-core): a shift register "
-                   "A = [[0, 0], [1, 0]] is reduced to order 0 (noise floor)")
 @_FAST
 @given(G=strategies.stable_systems(n=(1, 8)))
 def test_balanced_realisation_gramians_equal_diag_hsv(G):
@@ -125,15 +123,10 @@ def _nonnormal(seed):
     return G
 
 
-_ITEM2 = pytest.mark.xfail(strict=True, reason="issue 14 item 2 (lti-core): FIR / shift "
-                           "register reduced to order 0")
-_ITEM1 = pytest.mark.xfail(strict=True, reason="issue 14 item 1 (lti-core): bfsr breaks the "
-                           "H-infinity bound on strongly non-normal systems")
 
 
 @pytest.mark.parametrize("method", ["sr", "bfsr", "auto"])
 @pytest.mark.parametrize("r", [1, 2])
-@_ITEM2
 def test_regression_shift_register_reduces(r, method):
     from lti import DiscreteLTI
 
@@ -142,7 +135,6 @@ def test_regression_shift_register_reduces(r, method):
 
 
 @pytest.mark.parametrize(("seed", "r"), [(10, 8), (16, 10), (61, 10), (89, 7)])
-@_ITEM1
 def test_regression_bfsr_non_normal_bound(seed, r):
     _check_bounds(_nonnormal(seed), r, "bfsr", False)
 
