@@ -44,8 +44,9 @@ class HRMConfig:
     Parameters
     ----------
     d_state : int, default 32
-        State size N of each diagonal SSM (per-layer sizes of a reduced model live in the
-        saved checkpoint, not here).
+        State size N of each diagonal SSM (after :func:`adapters.reduce`, the recorded config
+        holds the largest reduced layer's N; per-layer sizes live in the modules and in the
+        saved checkpoint).
     target_modules : str or sequence of str or None, default None
         Which modules get an adapter. ``None`` finds the ``mlp`` of every decoder block
         (any module named ``mlp`` whose parent sits in an ``nn.ModuleList``). A string is a

@@ -53,6 +53,7 @@ __all__ = [
     "find_target_modules",
     "matches_target",
     "get_adapter_config",
+    "set_adapter_config",
     "get_nb_trainable_parameters",
     "print_trainable_parameters",
     "register_checkpoint_writer",
@@ -519,6 +520,35 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
     return runtime.config
+
+
+def set_adapter_config(model: nn.Module, config: HRMConfig) -> None:
+    """Record `config` as the configuration of the model's adapters.
+
+    For code that changes the adapters in place, so that :func:`get_adapter_config` (and the
+    checkpoint :func:`adapters.save_adapter` writes) stays true; :func:`adapters.reduce`
+    records the reduced state size this way.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model returned by :func:`inject`.
+    config : HRMConfig
+        The new configuration.
+
+    Raises
+    ------
+    AdapterError
+        ``model`` has no HRM adapters.
+    AdapterConfigError
+        `config` is not an :class:`HRMConfig`.
+    """
+    runtime = getattr(model, _RUNTIME_ATTR, None)
+    if runtime is None:
+        raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
+    if not isinstance(config, HRMConfig):
+        raise AdapterConfigError(f"`config` must be an HRMConfig; got {type(config).__name__}")
+    runtime.config = config
 
 
 def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:

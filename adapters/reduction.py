@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterStabilityError
-from adapters.injection import find_adapters
+from adapters.injection import find_adapters, get_adapter_config, set_adapter_config
 from adapters.report import LayerReduction, ReductionReport
 from adapters.statistics import adapter_fingerprint
 
@@ -578,6 +578,10 @@ def reduce(
         measuring.seconds += measured.seconds
     for name, new in built.items():
         adapted[name].adapter = new
+    # the recorded config follows: d_state is now the largest reduced layer's N (per-layer
+    # structure lives in the modules and in the checkpoint save_adapter writes)
+    config = get_adapter_config(base)
+    set_adapter_config(base, config.replace(d_state=max(x.modes_after for x in infos)))
     order_out = dict(order) if isinstance(order, Mapping) else order
     return ReductionReport(
         layers=tuple(infos), gramian=gramian, method=method,

@@ -26,6 +26,7 @@ from adapters import (
     save_adapter,
 )
 from adapters.exceptions import AdapterConfigError, AdapterError
+from adapters.injection import get_adapter_config
 from adapters.reduction import modal_form
 from tests.adapters._tiny import tiny_gpt2
 
@@ -149,6 +150,15 @@ def test_one_lti_truncation_per_layer(base, monkeypatch, gramian, rule):
     which = "balanced_truncation" if gramian == "exact" else "weighted_balanced_truncation"
     assert calls.pop(which) == n_layers
     assert calls == dict.fromkeys(calls, 0)
+
+
+def test_recorded_config_follows_the_reduction(base):
+    model = _adapted(base, "real", d_state=8)
+    assert get_adapter_config(model).d_state == 8
+    report = reduce(model, order={"transformer.h.0.mlp": 3, "transformer.h.1.mlp": 5})
+    sizes = [w.adapter.ssm.d_state for w in find_adapters(model).values()]
+    assert get_adapter_config(model).d_state == max(sizes) == max(
+        x.modes_after for x in report.layers) < 8
 
 
 def test_stale_or_missing_statistics_are_refused(base):
