@@ -295,7 +295,9 @@ def test_discretize_zoh_diagonal_shortcut():
 
 # ------------------------------------------------------------------ property tests
 @settings(max_examples=25, deadline=None)
-@given(G=strategies.stable_systems(n=(1, 8)))
+# departure from normality up to ~50 (the strategies' range before issue 14): at 1e3 the
+# resolvent's conditioning alone exceeds the 1e-7 tolerance of this float comparison
+@given(G=strategies.stable_systems(n=(1, 8), nonnormality=50.0))
 def test_similarity_invariance_property(G):
     rng = np.random.default_rng(0)
     T = np.linalg.qr(rng.standard_normal((G.n, G.n)))[0] + 0.5 * np.eye(G.n)
