@@ -401,6 +401,18 @@ def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method,
     return new, info, numerics, measuring
 
 
+def _record_reduced_size(model: nn.Module, d_state: int) -> None:
+    """Make the recorded config of every adapted (sub)model say ``d_state`` (the largest
+    reduced layer's N; the per-layer structure lives in the modules and in the checkpoint).
+    `model` may be the adapted model itself or a wrapper around it."""
+    for module in model.modules():
+        try:
+            config = get_adapter_config(module)
+        except AdapterError:
+            continue  # not the model inject() was called on
+        set_adapter_config(module, config.replace(d_state=d_state))
+
+
 # --------------------------------------------------------------------------- public
 
 
@@ -578,10 +590,7 @@ def reduce(
         measuring.seconds += measured.seconds
     for name, new in built.items():
         adapted[name].adapter = new
-    # the recorded config follows: d_state is now the largest reduced layer's N (per-layer
-    # structure lives in the modules and in the checkpoint save_adapter writes)
-    config = get_adapter_config(base)
-    set_adapter_config(base, config.replace(d_state=max(x.modes_after for x in infos)))
+    _record_reduced_size(base, max(x.modes_after for x in infos))
     order_out = dict(order) if isinstance(order, Mapping) else order
     return ReductionReport(
         layers=tuple(infos), gramian=gramian, method=method,

@@ -159,6 +159,11 @@ def test_recorded_config_follows_the_reduction(base):
     sizes = [w.adapter.ssm.d_state for w in find_adapters(model).values()]
     assert get_adapter_config(model).d_state == max(sizes) == max(
         x.modes_after for x in report.layers) < 8
+    # a wrapper around the adapted model (it holds the adapters, not the recorded config)
+    inner = _adapted(base, "real", d_state=8)
+    wrapper = nn.ModuleDict({"lm": inner})
+    report = reduce(wrapper, order=2)
+    assert get_adapter_config(inner).d_state == max(x.modes_after for x in report.layers) < 8
 
 
 def test_stale_or_missing_statistics_are_refused(base):
