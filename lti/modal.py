@@ -8,10 +8,15 @@ pair ``lambda = a + j b``. The unitary change of variables ``W`` of those blocks
 .. math:: \\tilde P_{ij} = \\frac{(\\tilde B \\tilde B^H)_{ij}}{1 - \\lambda_i \\bar\\lambda_j},
           \\qquad \\tilde B = W^H B,
 
-a Cauchy-like (Pick) matrix with displacement ``P - Lambda P Lambda^H = B B^H``. Its
-Cholesky factor is computed from the *generator* ``B`` (never from ``P``, which would halve
-the accurate digits of the small Hankel singular values), by the Schur algorithm for
-displacement structure with diagonal pivoting; ``P = W P~ W^H`` gives a real factor.
+a Cauchy-like (Pick) matrix with displacement ``P - Lambda P Lambda^H = B B^H``. Every
+entry of the closed form is accurate to a few ulps *relative to* ``sqrt(P_ii P_jj)``, so the
+Cholesky factor of ``P`` is accurate to about ``n eps / rcond(H)`` with ``H`` the diagonally
+scaled ``P`` (Cholesky is invariant under that scaling). When ``rcond(H) >= CHOL_RCOND``
+(one LAPACK ``?pocon``) that factor is used; otherwise (nearly dependent modes, few inputs:
+``H`` itself ill-conditioned) the factor is computed from the *generator* ``B`` by the Schur
+algorithm for displacement structure, whose accuracy does not depend on it. A factor of the
+formed ``P`` by an eigendecomposition would not do: it loses the small Hankel singular values
+of graded realisations (tested). ``P = W P~ W^H`` then gives a real factor.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from lti.exceptions import SolverError
 __all__ = ["modal_form", "modal_gramian_factors", "stein_factors_diagonal"]
 
 _EPS = np.finfo(np.float64).eps
+#: Smallest reciprocal condition number (1-norm, LAPACK ``?pocon``) of the diagonally
+#: scaled closed-form Gramian for which its Cholesky factor is used (factor accurate to
+#: about ``n eps / CHOL_RCOND`` relative); below it, the Schur algorithm on the generator.
+CHOL_RCOND = 1e-3
 
 
 def modal_form(A: np.ndarray):
@@ -143,6 +152,27 @@ def stein_factors_diagonal(f: np.ndarray, Gs) -> list[np.ndarray]:
     return list(L)
 
 
+def _scaled_cholesky(f: np.ndarray, S: np.ndarray):
+    """Lower ``L`` with ``X = L L^H`` for ``X_ij = S_ij / (1 - f_i conj f_j)`` (``S`` the
+    generator's Gram matrix) by Cholesky of ``H = D^{-1} X D^{-1}``, ``D = diag(X)^{1/2}``;
+    ``None`` when ``H`` is not safely positive definite (a zero row, ``?potrf`` failure or
+    ``rcond(H) < CHOL_RCOND``)."""
+    X = S / (1.0 - f[:, None] * f.conj()[None, :])
+    d = np.sqrt(np.real(np.diagonal(X)))
+    if not np.all(d > 0.0):
+        return None
+    H = X / d[:, None] / d[None, :]
+    cplx = np.iscomplexobj(H)
+    potrf, pocon = (lapack.zpotrf, lapack.zpocon) if cplx else (lapack.dpotrf, lapack.dpocon)
+    R, info = potrf(H, lower=1, clean=1)
+    if info != 0:
+        return None
+    rcond, info = pocon(R, float(np.linalg.norm(H, 1)), uplo="L")
+    if info != 0 or not rcond >= CHOL_RCOND:
+        return None
+    return d[:, None] * R
+
+
 def _compressed(M: np.ndarray) -> np.ndarray:
     """``K`` (n, min(n, k)) with ``K K^T = M M^T`` (triangular factor of ``M^T``)."""
     n, k = M.shape
@@ -185,10 +215,12 @@ def modal_gramian_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, modal=Non
 
     Notes
     -----
-    ``B`` and ``C^T`` are first compressed to ``n`` columns by one real QR each (``m`` and
-    ``p`` may be much larger than ``n``: 576 channels for a 32-state adapter), then mapped to
-    modal coordinates, factored by :func:`stein_factors_diagonal` (``diag(lambda)`` for
-    ``P``, ``diag(conj lambda)`` for ``Q = sum (A^H)^k C^H C A^k``), and mapped back.
+    ``S = B B^T`` (one n x m x n product; ``m`` may be much larger than ``n``: 576 channels
+    for a 32-state adapter) is mapped to modal coordinates, the closed form divided by
+    ``1 - lambda_i conj(lambda_j)`` and factored by Cholesky after diagonal scaling when that
+    is well conditioned (see the module docstring); else ``B`` is compressed to ``n``
+    columns by one QR and factored by :func:`stein_factors_diagonal` (``diag(lambda)`` for
+    ``P``, ``diag(conj lambda)`` for ``Q = sum (A^H)^k C^H C A^k``); then mapped back.
 
     Examples
     --------
@@ -210,13 +242,19 @@ def modal_gramian_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, modal=Non
     rho = float(np.max(np.abs(lam), initial=0.0))
     real = pairs.size == 0
     f = lam.real if real else lam
-    gens, scales = [], []
-    for M in (B, C.T):
+    out = []
+    for M, fm in ((B, f), (C.T, np.conj(f))):
         scale = float(np.max(np.abs(M), initial=0.0))
-        scales.append(scale)
-        K = _compressed(M / scale) if scale > 0 else np.zeros((n, 0))  # same Gram matrix
-        gens.append(K if real else _to_modal(K, pairs))
-    # P: X - Lambda X Lambda^H = B~ B~^H; Q: X - conj(Lambda) X Lambda = C~^H C~
-    Ls = stein_factors_diagonal(np.stack([f, np.conj(f)]), gens)
-    out = [_real_factor(Lb, pairs) * sc for Lb, sc in zip(Ls, scales, strict=True)]
+        if scale == 0.0:
+            out.append(np.zeros((n, n)))
+            continue
+        Ms = M / scale
+        S = Ms @ Ms.T  # (n, n) Gram matrix of the generator, real
+        if not real:  # W^H S W, S symmetric
+            S = _to_modal(_to_modal(S, pairs).conj().T, pairs).conj().T
+        L = _scaled_cholesky(fm, S)
+        if L is None:  # ill-conditioned: the Schur algorithm on the generator
+            K = _compressed(Ms)  # (n, <= n), same Gram matrix
+            (L,) = stein_factors_diagonal(fm[None, :], [K if real else _to_modal(K, pairs)])
+        out.append(_real_factor(L, pairs) * scale)
     return out[0], out[1], rho

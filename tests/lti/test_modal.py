@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import lti.modal
 from lti import (
     DiscreteLTI,
     SchurForm,
@@ -77,9 +78,18 @@ def test_modal_form_rejects_other_matrices(A):
 # ------------------------------------------------------- against the dense path
 
 
+@pytest.fixture(params=["auto", "generator"])
+def branch(request, monkeypatch):
+    """Both ways to the factor: "auto" (scaled Cholesky of the closed form where it is well
+    conditioned, else the generator algorithm) and the generator algorithm forced."""
+    if request.param == "generator":
+        monkeypatch.setattr(lti.modal, "CHOL_RCOND", np.inf)
+    return request.param
+
+
 @pytest.mark.parametrize(("k", "nreal", "m", "p"), [(0, 6, 2, 3), (4, 0, 1, 1), (3, 2, 3, 2),
                                                     (16, 0, 576, 576), (8, 16, 40, 7)])
-def test_factors_match_the_dense_path(k, nreal, m, p):
+def test_factors_match_the_dense_path(k, nreal, m, p, branch):
     rng = np.random.default_rng(k + 10 * nreal + m)
     G = _modal_system(rng, k, nreal, m, p)
     F = stable_gramian_factors(G)
@@ -102,7 +112,7 @@ def _eigh_factor(X):
     return V * np.sqrt(np.clip(w, 0, None))
 
 
-def test_graded_realisation_keeps_every_hsv():
+def test_graded_realisation_keeps_every_hsv(branch):
     """B scaled by 1e-k and C by 1e+k on pair k: P and Q span 14 decades while the HSVs do
     not. A factor of the closed-form P (eigendecomposition) gets the HSVs wrong by more than
     1e-3 relative here; the generator algorithm matches the dense path to 1e-9 each."""
@@ -148,7 +158,36 @@ def test_real_diagonal_against_closed_form_solution():
 # ------------------------------------------------------------------ edge cases
 
 
-def test_rank_deficient_and_zero_inputs():
+def test_adapter_case_takes_the_cholesky_branch(monkeypatch):
+    """N = 32, 576 channels, modes scaled over 6 decades in B (and back in C): P itself is
+    ill-conditioned, its diagonally scaled form is not, so no generator loop is needed."""
+    rng = np.random.default_rng(8)
+    G = _modal_system(rng, 16, 0, 576, 576, scale=10.0 ** -np.linspace(0, 6, 16))
+
+    def no_loop(*args, **kwargs):
+        raise AssertionError("generator algorithm used")
+
+    monkeypatch.setattr(lti.modal, "stein_factors_diagonal", no_loop)
+    Lc, Lo, _ = modal_gramian_factors(G.A, G.B, G.C)
+    np.testing.assert_allclose(_hsv(Lc, Lo), _hsv(*_dense_factors(G)), rtol=1e-11)
+
+
+def test_ill_conditioned_case_takes_the_generator_branch(monkeypatch):
+    """One input, nearby poles: the scaled Gramian is nearly singular; the generator
+    algorithm is used and matches the dense path."""
+    rng = np.random.default_rng(9)
+    G = _modal_system(rng, 6, 0, 1, 1)
+    calls = []
+    real_loop = lti.modal.stein_factors_diagonal
+    monkeypatch.setattr(lti.modal, "stein_factors_diagonal",
+                        lambda *a, **k: calls.append(1) or real_loop(*a, **k))
+    Lc, Lo, _ = modal_gramian_factors(G.A, G.B, G.C)
+    assert len(calls) == 2
+    hd = _hsv(*_dense_factors(G))
+    np.testing.assert_allclose(_hsv(Lc, Lo), hd, rtol=0, atol=1e-13 * hd[0])
+
+
+def test_rank_deficient_and_zero_inputs(branch):
     rng = np.random.default_rng(6)
     G = _modal_system(rng, 5, 2, 1, 1)
     B = G.B.copy()
