@@ -58,14 +58,28 @@ class BalancedTruncation:
     order : int
         Order r of the reduced system, unstable states included.
     error_bound : float
-        :math:`2 \\sum_{i > r_s} \\sigma_i` (``r_s = order - n_unstable`` stable states kept),
-        an upper bound of :math:`\\|G - G_r\\|_\\infty`.
+        :math:`2 \\sum_{i > r_s} \\sigma_i` + ``rounding_term`` (``r_s = order - n_unstable``
+        stable states kept): the certified upper bound of :math:`\\|G - G_r\\|_\\infty` for
+        the returned model, also at full order.
     lower_bound : float
-        :math:`\\sigma_{r_s + 1}` (0 when every stable state is kept), a lower bound of
-        :math:`\\|G - G_r\\|_\\infty` for *every* reduced model of that order.
+        ``max(sigma_{r_s + 1} - rounding_term, 0)`` (0 when every stable state is kept), a
+        lower bound of :math:`\\|G - G_r\\|_\\infty` for *every* reduced model of that order.
+    rounding_term : float
+        What floating point can add to the error of the returned model:
+        ``2 (n_s - r_s) delta + 4 n_s eps g (1 / (1 - rho^2) + ||T||_2 ||Ti||_2)`` with
+        ``delta = eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` the absolute accuracy
+        of each computed HSV (n_s times it is the floor of ``minimal_order``),
+        ``g = ||D||_2 + 2 sum_i sigma_i >= ||G||_inf``, ``rho`` the spectral radius of the
+        stable part (or its bound from the Smith iteration) and ``||T|| ||Ti||`` (estimated
+        by power iteration) the conditioning of the projection; times the conditioning
+        ``||W||_F ||W^{-1}||_F / n`` of the stable/unstable decoupling when there is one.
+        An a-priori model of the rounding errors checked against measurements
+        (``benchmarks/bt_rounding_term.py``), not a proof; with it
+        ``lower_bound <= ||G - G_r||_inf <= error_bound`` held literally on every system
+        measured.
     error_bounds : ndarray, shape (n + 1,)
-        ``error_bounds[k]`` is the upper bound for total order k (``inf`` for
-        ``k < n_unstable``); ``error_bounds[order] == error_bound``.
+        ``error_bounds[k]`` is the upper bound for total order k, rounding term of that order
+        included (``inf`` for ``k < n_unstable``); ``error_bounds[order] == error_bound``.
     T : ndarray, shape (n, r)
         Right projection: the kept states ``x_r`` correspond to ``x ~ T x_r``.
     Ti : ndarray, shape (r, n)
@@ -103,6 +117,7 @@ class BalancedTruncation:
     n_unstable: int
     minimal_order: int
     factor_residuals: tuple | None = None
+    rounding_term: float = 0.0
 
     def __repr__(self) -> str:
         return (
@@ -262,6 +277,29 @@ def _norm2(L: np.ndarray) -> float:
     return max(est, big)
 
 
+#: ``rounding_term`` = 2 (n - r) delta + ROUNDING_FACTOR n eps (||D|| + 2 sum sigma) / (1 - rho^2)
+#: (see BalancedTruncation.rounding_term; the measured excess of the error over the HSV
+#: bounds on dense, resonant, non-normal, FIR and bidiagonal systems is in the note of
+#: issue 14 item 3).
+ROUNDING_FACTOR = 4.0
+
+
+def _rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
+    """``(rounding, unit)``: the rounding term of every order k = 0..n of a stable ``G``
+    without the projection's conditioning, and ``unit`` to multiply that conditioning
+    with (see BalancedTruncation.rounding_term)."""
+    n = hsv.size
+    if n == 0:
+        return np.zeros(1), 0.0
+    if rho is None:
+        rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
+    gain = float(np.linalg.norm(G.D, 2)) + 2.0 * float(np.sum(hsv))  # >= ||G||_inf
+    unit = ROUNDING_FACTOR * n * _EPS * gain
+    base = unit / max(1.0 - rho * rho, _EPS)
+    delta = floor / n  # absolute accuracy of one computed HSV
+    return base + 2.0 * delta * (n - np.arange(n + 1)), unit
+
+
 def _noise_floor(hsv, Lc, Lo, rho) -> float:
     """HSVs at or below this level are not certified (see balanced_truncation, Notes)."""
     n = hsv.size
@@ -284,7 +322,9 @@ class _StableReduction:
     T: np.ndarray
     Ti: np.ndarray
     hsv: np.ndarray
-    bounds: np.ndarray  # bounds[k] = 2 sum_{i>=k} sigma_i, shape (ns + 1,)
+    bounds: np.ndarray  # bounds[k] = 2 sum_{i>=k} sigma_i + rounding[k], shape (ns + 1,)
+    rounding: np.ndarray  # rounding term of each order, shape (ns + 1,), without kappa
+    gain_unit: float  # ROUNDING_FACTOR n eps (||D|| + 2 sum sigma): times kappa(T, Ti)
     order: int
     lower: float
     method: str
@@ -299,8 +339,10 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
     hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
     tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
     bounds = 2.0 * tail  # (n + 1,)
-    nmin = int(np.count_nonzero(hsv > _noise_floor(hsv, Lc, Lo, rho)))
-    r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)
+    floor = _noise_floor(hsv, Lc, Lo, rho)
+    nmin = int(np.count_nonzero(hsv > floor))
+    r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)  # on the HSV tails
+    rounding, gain_unit = _rounding_terms(G, hsv, floor, rho)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
@@ -323,17 +365,24 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         Br = Br + A12 @ Y[:, r:]
         Cr = Cr + C2 @ Y[:, :r]
         Dr = Dr + C2 @ Y[:, r:]
-    lower = float(hsv[r]) if r < n else 0.0
-    return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds, r, lower, method, nmin)
+    lower = max(float(hsv[r]) - float(rounding[r]), 0.0) if r < n else 0.0
+    return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds + rounding, rounding,
+                            gain_unit, r, lower, method, nmin)
 
 
 def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
-            match_dc: bool, was_control: bool) -> BalancedTruncation:
+            match_dc: bool, was_control: bool, cond: float = 1.0) -> BalancedTruncation:
     """The result object: ``red`` describes the stable part, ``reduced``/``T``/``Ti`` the
-    whole reduced model (``nu`` unstable states appended)."""
+    whole reduced model (``nu`` unstable states appended; ``cond`` the conditioning of the
+    stable/unstable decoupling, which scales the rounding term)."""
     n = G.n
     error_bounds = np.full(n + 1, np.inf)
-    error_bounds[nu:] = red.bounds
+    # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
+    kappa = _norm2(T) * _norm2(Ti.T) if T.size else 0.0
+    rounding = (red.rounding + red.gain_unit * kappa) * cond
+    error_bounds[nu:] = red.bounds - red.rounding + rounding
+    lower = 0.0 if red.order >= red.hsv.size else max(
+        float(red.hsv[red.order]) - float(rounding[red.order]), 0.0)
     Gr = reduced.to_control() if was_control else reduced
     hsv = red.hsv
     for X in (hsv, error_bounds, T, Ti):
@@ -344,7 +393,7 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
         hsv=hsv,
         order=order,
         error_bound=float(error_bounds[order]),
-        lower_bound=red.lower,
+        lower_bound=lower,
         error_bounds=error_bounds,
         T=T,
         Ti=Ti,
@@ -352,6 +401,7 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
         match_dc=bool(match_dc),
         n_unstable=nu,
         minimal_order=red.minimal_order,
+        rounding_term=float(rounding[red.order]),
     )
 
 
@@ -574,7 +624,10 @@ def balanced_truncation(
                           np.hstack([red.C, Cu]), red.D, G.dt)
     T = np.hstack([split.W1 @ red.T, split.W2])
     Ti = np.vstack([red.Ti @ split.V1, split.V2])
-    return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control)
+    W = np.hstack([split.W1, split.W2])
+    V = np.vstack([split.V1, split.V2])
+    cond = max(1.0, float(np.linalg.norm(W) * np.linalg.norm(V)) / G.n)  # >= ||W|| ||W^-1|| / n
+    return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control, cond=cond)
 
 
 def balanced_truncation_from_factors(

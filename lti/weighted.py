@@ -38,14 +38,20 @@ class WeightedBalancedTruncation:
         Reduced order r.
     hsv : ndarray, shape (n,)
         Weighted Hankel singular values (those of `weighted_system`), descending.
+    rounding_term : float
+        The rounding term of the reduction of the surrogate ``weighted_system`` (as
+        :attr:`lti.BalancedTruncation.rounding_term`); it is added to
+        ``weighted_error_bound`` (and through it to ``shaped_error_bound`` and
+        ``error_bound``) and subtracted from ``weighted_lower_bound`` and ``lower_bound``.
     weighted_error_bound : float
-        :math:`2 \\sum_{i>r} \\tilde\\sigma_i`. Certifies
+        :math:`2 \\sum_{i>r} \\tilde\\sigma_i` + ``rounding_term``. Certifies
         :math:`\\|\\tilde G - \\tilde G_r\\|_\\infty` where :math:`\\tilde G` is
         `weighted_system` and :math:`\\tilde G_r` its reduction by the same projection.
         With ``input_covariance=W`` and ``horizon=None``, :math:`\\tilde G = G W^{1/2}`,
         so this certifies :math:`\\|(G - G_r) W^{1/2}\\|_\\infty`.
     weighted_lower_bound : float
-        :math:`\\tilde\\sigma_{r+1}`: no system of order r approximates
+        :math:`\\tilde\\sigma_{r+1}` - ``rounding_term`` (at least 0): no system of order r
+        approximates
         :math:`\\tilde G` better in the H-infinity norm.
     shaped_error_bound : float or None
         Certifies :math:`\\|(G - G_r) S\\|_\\infty` for the input model S
@@ -105,6 +111,7 @@ class WeightedBalancedTruncation:
     horizon: int | None
     modified: bool
     certified: bool
+    rounding_term: float
     weighted_system: DiscreteLTI
     controllability_gramian: np.ndarray
     observability_gramian: np.ndarray
@@ -339,8 +346,9 @@ def weighted_balanced_truncation(
     r, hsv = int(bt.order), np.asarray(bt.hsv)
     certified = certified_c and certified_o
     nan = float("nan")
-    weighted = float(2.0 * np.sum(hsv[r:])) if certified else nan
-    weighted_lower = float(hsv[r]) if r < hsv.size else 0.0
+    rt = float(bt.rounding_term)
+    weighted = float(2.0 * np.sum(hsv[r:]) + rt) if certified else nan
+    weighted_lower = max(float(hsv[r]) - rt, 0.0) if r < hsv.size else 0.0
     if not certified:
         weighted_lower = nan
 
@@ -361,7 +369,8 @@ def weighted_balanced_truncation(
         weighted_lower_bound=weighted_lower,
         shaped_error_bound=None if shaping_gain is None else times(output_gain, shaping_gain),
         error_bound=times(output_gain, input_gain),
-        lower_bound=float(plain_hsv[r]) if r < n else 0.0,
+        lower_bound=max(float(plain_hsv[r]) - rt, 0.0) if r < n else 0.0,
+        rounding_term=rt,
         unweighted_hsv=plain_hsv,
         unweighted_error_bound=float(2.0 * np.sum(plain_hsv[r:])),
         input_gain=input_gain,

@@ -133,7 +133,10 @@ def test_error_within_bounds(method, match_dc):
             assert res.reduced.is_stable()
             assert_reduction_within_bounds(G, res, rtol=1e-8)
             assert res.error_bound == res.error_bounds[r]
-            assert res.lower_bound == (res.hsv[r] if r < n else 0.0)
+            rt = res.rounding_term
+            assert 0.0 < rt <= 1e-10 * res.hsv[0]
+            assert res.lower_bound == (max(res.hsv[r] - rt, 0.0) if r < n else 0.0)
+            assert res.error_bound == pytest.approx(2 * res.hsv[r:].sum() + rt, rel=1e-14)
             assert np.allclose(res.Ti @ res.T, np.eye(r), atol=1e-10)
             if not match_dc:
                 Ar = res.Ti @ G.A @ res.T
@@ -150,8 +153,9 @@ def test_error_bounds_array_and_order_zero():
     G = _random_system(rng, 8, 1, 1)
     res = balanced_truncation(G, order=0)
     tail = np.array([2 * res.hsv[k:].sum() for k in range(9)])
-    assert np.allclose(res.error_bounds, tail, rtol=1e-14)
-    assert res.error_bounds[-1] == 0.0
+    assert np.all(res.error_bounds > tail)
+    assert np.allclose(res.error_bounds, tail, rtol=1e-12, atol=1e-12 * res.hsv[0])
+    assert 0.0 < res.error_bounds[-1] <= 1e-12 * res.hsv[0]  # the rounding term at r = n
     # order 0 keeps only D: the error is ||G - D||_inf, between sigma_1 and 2 sum sigma
     assert res.reduced.n == 0 and np.array_equal(res.reduced.D, G.D)
     err = hinf_norm(G - res.reduced).value
@@ -163,8 +167,8 @@ def test_full_order_sr_is_balanced_and_exact():
     G = _random_system(rng, 10, 2, 2, 0.9)
     res = balanced_truncation(G, order=10, method="sr")
     assert_balanced(res.reduced, res.hsv, rtol=1e-10)
-    assert res.error_bound == 0.0 and res.lower_bound == 0.0
-    assert reduction_error(G, res) <= 1e-10 * res.hsv[0]
+    assert res.error_bound == res.rounding_term and res.lower_bound == 0.0
+    assert reduction_error(G, res) <= res.error_bound
 
 
 def test_spa_reduced_model_is_balanced():
@@ -220,7 +224,7 @@ def test_tol_met_only_by_full_order_warns():
     hsv = hankel_singular_values(G)
     with pytest.warns(UserWarning, match="no order below"):
         res = balanced_truncation(G, tol=hsv[1])  # bound at order 1 is 2 sigma_2 > tol
-    assert res.order == 2 and res.error_bound == 0.0
+    assert res.order == 2 and res.error_bound == res.rounding_term <= 1e-13 * res.hsv[0]
 
 
 def _tied_system():

@@ -15,9 +15,6 @@ _spec = importlib.util.spec_from_file_location("check_bounds", _PATH)
 cb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cb)
 
-_ITEM3 = pytest.mark.xfail(strict=True, reason="issue 14 item 3 (lti-core): at full order the "
-                           "bound is 0 while the error is rounding > 0 (no rounding term)")
-
 
 def _violations(G, r, methods=cb.METHODS):
     out = []
@@ -42,13 +39,11 @@ def test_non_normal_bfsr_within_bounds(seed, r):
 
 
 @pytest.mark.parametrize("seed", [0, 3])
-@_ITEM3
 def test_resonant_full_order_within_bounds(seed):
     G = cb.resonant_system(seed)
     assert _violations(G, G.n, [("sr", False), ("bfsr", False)]) == []
 
 
-@_ITEM3  # items 1-2 fixed (87ec1b2): only r = n is left, bound 0 vs err 4.6e-15
 def test_fir_firwin_order_8_every_r():
     G = cb.fir_system(8)
     assert [v for r in range(1, G.n + 1) for v in _violations(G, r)] == []

@@ -43,7 +43,8 @@ def test_rel_tol_keeps_the_hsvs_above_the_threshold():
     for rel in (1.0, 0.5, 1e-2, 1e-4):
         res = balanced_truncation(G, rel_tol=rel)
         assert res.order == int(np.count_nonzero(hsv >= rel * hsv[0]))
-        assert res.error_bound == pytest.approx(2 * hsv[res.order:].sum(), rel=1e-12, abs=0)
+        assert res.error_bound == pytest.approx(2 * hsv[res.order:].sum() + res.rounding_term,
+                                               rel=1e-12, abs=0)
     # the same rule from given factors and for the weighted reduction
     Lc, Lo = gramian_factors(G)
     assert balanced_truncation_from_factors(G, Lc, Lo, rel_tol=1e-2).order == (
@@ -208,6 +209,7 @@ def test_shift_register_reduces_at_every_order(n):
             res = balanced_truncation(G, order=r)
         assert res.order == r and res.minimal_order == n
         assert res.error_bound == pytest.approx(2.0 * (n - r), abs=1e-12)
+        assert 0.0 < res.rounding_term <= 1e-12
         err = _hinf_slycot(G - res.reduced) if r < n else hinf_norm(G - res.reduced).value
         assert res.lower_bound <= err <= res.error_bound + 1e-12
 
