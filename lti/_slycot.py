@@ -38,7 +38,7 @@ def solve_slycot(M: np.ndarray, Q: np.ndarray) -> np.ndarray:
         _, _, X, scale, _, _, w = slycot.sb03md57(
             M.copy(), C=-Q.copy(), dico="D", job="X", fact="N", trana="T"
         )
-    check_stable("A", None, rho=float(np.max(np.abs(w))))
+    check_stable("A", M, rho=float(np.max(np.abs(w))))
     return symmetrize_(X / scale)
 
 
@@ -67,5 +67,5 @@ def factor_slycot(M: np.ndarray, Bm: np.ndarray, transpose: bool) -> np.ndarray:
             Bp[:, :m] = Bm
             U, scale, w = slycot.sb03od(n, m, M.copy(), np.zeros((n, n)), Bp, "D", trans="T")
             L = U
-    check_stable("A", None, rho=float(np.max(np.abs(w))))
+    check_stable("A", M, rho=float(np.max(np.abs(w))))
     return L[:n, :n] / scale

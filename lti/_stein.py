@@ -130,7 +130,7 @@ def solve_schur(
         return np.zeros((0, 0), dtype=np.result_type(M, Q))
     if schur is None:
         schur = real_schur(M)
-    check_stable("A", None, rho=float(np.max(np.abs(schur.eigenvalues()))))
+    check_stable("A", schur.T, rho=float(np.max(np.abs(schur.eigenvalues()))))
     T, Z = schur.T, schur.Z
     if np.iscomplexobj(Q) and not np.iscomplexobj(T):
         T, Z = schur.complex_form()

@@ -29,6 +29,8 @@ __all__ = [
     "check_int",
     "check_stable",
     "spectral_radius",
+    "stability_margin",
+    "unstable_message",
     "sym_sqrt",
 ]
 
@@ -194,24 +196,56 @@ def spectral_radius(A) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(A))))
 
 
-def check_stable(name: str, A, *, rho: float | None = None) -> float:
-    """Raise :class:`UnstableSystemError` unless `A` is Schur-stable; return its spectral radius.
+#: Eigenvalues within ``STABILITY_MARGIN n eps max(||A||_F, 1)`` of the unit circle count as
+#: on it (a backward-stable eigenvalue solver moves them by about ``n eps ||A||``).
+STABILITY_MARGIN = 8.0
+
+
+def stability_margin(n: int, norm_A: float) -> float:
+    """Distance from the unit circle within which a computed eigenvalue of an n x n matrix
+    of Frobenius norm ``norm_A`` cannot be told from one on it:
+    ``STABILITY_MARGIN * n * eps * max(norm_A, 1)`` (for eigenvalues of condition about one;
+    an ill-conditioned eigenvalue near the circle is not caught)."""
+    return STABILITY_MARGIN * max(n, 1) * np.finfo(np.float64).eps * max(float(norm_A), 1.0)
+
+
+def unstable_message(what: str, rho: float, margin: float) -> str:
+    """The message of :class:`UnstableSystemError` for spectral radius ``rho``."""
+    if rho >= 1.0:
+        return f"{what} must be Schur-stable (spectral radius < 1); got {rho:.6g}"
+    return (
+        f"{what} must be Schur-stable (spectral radius < 1); got {rho!r} = 1 - {1.0 - rho:.3g}, "
+        f"within the rounding margin {margin:.3g} of the unit circle (a pole on the circle "
+        "as far as floating point can tell: the norms and Gramians are infinite)"
+    )
+
+
+def check_stable(name: str, A, *, rho: float | None = None, norm: float | None = None,
+                 n: int | None = None) -> float:
+    """Raise :class:`UnstableSystemError` unless `A` is Schur-stable with the rounding
+    margin :func:`stability_margin`; return its spectral radius.
 
     Parameters
     ----------
     name : str
         Argument name used in error messages.
-    A : ndarray, shape (n, n) or (n,)
-        Square matrix, or the diagonal of a diagonal matrix.
+    A : ndarray, shape (n, n) or (n,), or None
+        Square matrix, or the diagonal of a diagonal matrix (None: give `rho`, `norm`, `n`).
     rho : float, optional
         Precomputed spectral radius (saves an eigenvalue computation).
+    norm, n : optional
+        ``||A||_F`` and the order, when `A` is not given.
     """
     if rho is None:
         rho = spectral_radius(A)
-    if not rho < 1.0:
-        raise UnstableSystemError(
-            f"`{name}` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
-        )
+    if A is not None:
+        arr = np.asarray(A)
+        n = arr.shape[0]
+        norm = float(np.linalg.norm(arr)) if arr.ndim == 2 else float(np.max(np.abs(arr),
+                                                                             initial=0.0))
+    margin = stability_margin(n or 1, 1.0 if norm is None else norm)
+    if not rho < 1.0 - margin:
+        raise UnstableSystemError(unstable_message(f"`{name}`", rho, margin))
     return rho
 
 

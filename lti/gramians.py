@@ -19,6 +19,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factors
+from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
 from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
@@ -110,13 +111,14 @@ def stable_gramian_factors(
     n = G.n
     if n == 0:
         return GramianFactors(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, "diagonal")
+    margin = stability_margin(n, float(np.linalg.norm(G.A if schur is None else schur.T)))
     modal = modal_form(G.A) if schur is None else None
     if modal is not None:  # (complex) diagonal: closed form from the generators (lti.modal)
         rho = float(np.max(np.abs(modal[0])))
-        if not rho < 1.0:
+        if not rho < 1.0 - margin:
             raise UnstableSystemError(
-                f"infinite-horizon Gramians need a Schur-stable system: `sys.A` must have "
-                f"spectral radius < 1; got {rho:.6g}"
+                "infinite-horizon Gramians need a Schur-stable system: "
+                + unstable_message("`sys.A`", rho, margin)
             )
         Lc, Lo, rho = modal_gramian_factors(G.A, G.B, G.C, modal=modal)
         return GramianFactors(Lc, Lo, rho, "modal")
@@ -126,17 +128,18 @@ def stable_gramian_factors(
                             max_growth=SMITH_MAX_GROWTH)
         if out is not None:
             (Lc, Lo), rho = out
-            return GramianFactors(Lc, Lo, float(rho), "smith")
+            if rho < 1.0 - margin:  # the Smith bound certifies rho(A) <= rho
+                return GramianFactors(Lc, Lo, float(rho), "smith")
     if diagonal:
         rho = float(np.max(np.abs(np.diag(G.A))))
     else:
         if schur is None:
             schur = real_schur(G.A)
         rho = float(np.max(np.abs(schur.eigenvalues())))
-    if not rho < 1.0:
+    if not rho < 1.0 - margin:
         raise UnstableSystemError(
-            f"infinite-horizon Gramians need a Schur-stable system: `sys.A` must have "
-            f"spectral radius < 1; got {rho:.6g}"
+            "infinite-horizon Gramians need a Schur-stable system: "
+            + unstable_message("`sys.A`", rho, margin)
         )
     if diagonal:
         A, B, C, Z, S = G.A, G.B, G.C, None, None

@@ -353,7 +353,7 @@ def lyapunov_factor(
         return np.zeros((0, 0))
     if schur is None:
         schur = real_schur(M)
-    check_stable("A", None, rho=float(np.max(np.abs(schur.eigenvalues()))))
+    check_stable("A", schur.T, rho=float(np.max(np.abs(schur.eigenvalues()))))
     Tc, Zc, idx, G = schur.complex_parts()
     Bt = ct(Zc) @ Bm  # (n, m)
     if real and idx.size == 0:  # real eigenvalues only: stay in real arithmetic

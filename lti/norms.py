@@ -25,6 +25,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.optimize import minimize_scalar
 
+from lti._validation import stability_margin, unstable_message
 from lti.balanced import hankel_singular_values
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lowrank import is_sparse
@@ -37,11 +38,16 @@ _EPS = np.finfo(np.float64).eps
 
 
 def _require_stable(G: DiscreteLTI, what: str) -> None:
+    """UnstableSystemError unless ``rho(A) < 1 - margin`` (``lti._validation.stability_margin``):
+    a pole within rounding of the unit circle makes the norm infinite as far as floating
+    point can tell (python-control's sampled undamped oscillator, rho = 1 - 3e-16)."""
     rho = G.spectral_radius()
-    if not rho < 1.0:
+    A = G.A.toarray() if is_sparse(G.A) else G.A
+    margin = stability_margin(G.n, float(np.linalg.norm(A)))
+    if not rho < 1.0 - margin:
         raise UnstableSystemError(
-            f"the {what} is defined for Schur-stable systems only: `sys.A` must have "
-            f"spectral radius < 1; got {rho:.6g}"
+            f"the {what} is defined for Schur-stable systems only: "
+            + unstable_message("`sys.A`", rho, margin)
         )
 
 

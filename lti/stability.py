@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from lti._validation import stability_margin
 from lti.exceptions import SolverError
 from lti.system import DiscreteLTI, as_discrete_system
 
@@ -64,7 +65,9 @@ def split_unstable(sys) -> StableSplit:
     StableSplit
     """
     G = as_discrete_system(sys)
-    T, Z, ns = sla.schur(G.A, output="real", sort=lambda re, im: re * re + im * im < 1.0)
+    # eigenvalues within the rounding margin of the unit circle count as unstable (kept)
+    limit = (1.0 - stability_margin(G.n, float(np.linalg.norm(G.A)))) ** 2
+    T, Z, ns = sla.schur(G.A, output="real", sort=lambda re, im: re * re + im * im < limit)
     T11, T12, T22 = T[:ns, :ns], T[:ns, ns:], T[ns:, ns:]
     X = sla.solve_sylvester(T11, -T22, -T12)  # T11 X - X T22 = -T12
     if not np.all(np.isfinite(X)):

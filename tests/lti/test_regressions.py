@@ -259,3 +259,30 @@ def test_bidiagonal_non_normal_system_is_not_collapsed():
 
     F = stable_gramian_factors(DiscreteLTI(A, np.eye(n)[:, :1], np.eye(n)[-1:]))
     assert F.path == "smith" and 0.59 <= F.rho < 1.0
+
+
+# ------------------------------------------ issue 14 item 4: poles on the unit circle
+
+
+def _sampled_oscillator(shrink=0.0):
+    import scipy.linalg as sla
+
+    A = sla.expm(0.1 * np.array([[0.0, 1.0], [-1.0, 0.0]]))  # |lambda| = 1 to rounding
+    A = A * (1.0 - shrink) / np.max(np.abs(np.linalg.eigvals(A)))
+    return DiscreteLTI(A, [[0.0], [1.0]], [[1.0, 0.0]])
+
+
+def test_poles_within_rounding_of_the_unit_circle_are_refused_everywhere():
+    from lti import UnstableSystemError
+
+    G = _sampled_oscillator(shrink=3e-16)  # spectral radius 1 - 3e-16 (as python-control's)
+    assert G.spectral_radius() < 1.0
+    for f in (hinf_norm, h2_norm, hankel_singular_values, gramian_factors,
+              controllability_gramian, observability_gramian):
+        with pytest.raises(UnstableSystemError, match="rounding margin"):
+            f(G)
+    # balanced truncation keeps the marginal pair exactly, as an unstable part
+    res = balanced_truncation(G, order=2)
+    assert res.n_unstable == 2 and res.order == 2
+    # a pole well inside (1 - 1e-9) is still stable
+    assert np.isfinite(hinf_norm(_sampled_oscillator(shrink=1e-9)).value)
