@@ -182,3 +182,16 @@ def test_generate_uses_the_same_cached_path(low):
             step = model(seq[:, t:t + 1], use_cache=True, **{kw: step.past_key_values})
             by_hand.append(step.logits.float())
     assert torch.equal(by_generate, torch.cat(by_hand, 1))
+
+
+def test_float32_checkpoint_into_a_bf16_base_gives_float32_adapters(tmp_path):
+    model = _adapted("mistral")
+    want = adapter_state_dict(model)
+    save_adapter(model, tmp_path)
+    base = tiny_lm("mistral").to(torch.bfloat16)
+    load_adapter(base, tmp_path)
+    got = adapter_state_dict(base)
+    assert all(got[k].dtype == torch.float32 and torch.equal(got[k], want[k]) for k in want)
+    with torch.no_grad():
+        out = base(SEQ).logits
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
