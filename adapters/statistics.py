@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch
 from torch import nn
 
 from adapters._atomic import atomic_open
-from adapters.exceptions import AdapterConfigError, AdapterError
+from adapters.exceptions import AdapterConfigError, AdapterError, CheckpointError
 
 __all__ = ["CALIBRATION_GRAMIANS", "CalibrationStats", "LayerStats", "adapter_fingerprint"]
 
@@ -526,14 +527,25 @@ class CalibrationStats:
 
         Raises
         ------
+        CheckpointError
+            The file is truncated or not a ``.npz`` written by :meth:`save`.
         AdapterError
             The file's header or arrays are not valid calibration statistics.
         OSError
             The file cannot be read.
         """
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(data["__meta__"].tobytes().decode())
-            arrays = {k: data[k] for k in data.files if k != "__meta__"}
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(data["__meta__"].tobytes().decode())
+                arrays = {k: data[k] for k in data.files if k != "__meta__"}
+        except (EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+            # a truncated or foreign file: np.load raises EOFError/BadZipFile/ValueError,
+            # a missing header KeyError, a corrupt header a JSON ValueError
+            raise CheckpointError(
+                f"{str(path)!r} is not a calibration-statistics file written by "
+                f"CalibrationStats.save (truncated or foreign: {type(exc).__name__}: {exc})"
+            ) from exc
         return cls.from_state_dict({"meta": meta, "arrays": arrays})
 
     def __repr__(self) -> str:

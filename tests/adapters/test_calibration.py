@@ -12,7 +12,7 @@ import torch
 
 import lti
 from adapters import CalibrationStats, HRMConfig, calibrate, find_adapters, inject
-from adapters.exceptions import AdapterConfigError, AdapterError
+from adapters.exceptions import AdapterConfigError, AdapterError, CheckpointError
 from tests.adapters._tiny import tiny_gpt2
 
 
@@ -211,3 +211,19 @@ def test_two_ddp_ranks_equal_one_process(tmp_path, monkeypatch):
     print(f"DDP (2 ranks, gloo) vs one process: max relative difference {worst:.2e}")
     assert worst <= 1e-10
 
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "foreign"])
+def test_load_of_a_damaged_statistics_file_raises_checkpoint_error(base, tmp_path, damage):
+    # regression: a truncated file raised a bare EOFError / zipfile.BadZipFile from np.load
+    model = _adapted(base, "real")
+    path = calibrate(model, _batches(seed=1, n=1), progress=False).save(tmp_path / "s.npz")
+    raw = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        np.savez(path, x=np.zeros(3))  # a valid .npz without the statistics header
+    with pytest.raises(CheckpointError, match="not a calibration-statistics file"):
+        CalibrationStats.load(path)
