@@ -66,17 +66,18 @@ class BalancedTruncation:
         lower bound of :math:`\\|G - G_r\\|_\\infty` for *every* reduced model of that order.
     rounding_term : float
         What floating point can add to the error of the returned model:
-        ``2 (n_s - r_s) delta + 4 n_s eps g (1 / (1 - rho^2) + ||T||_2 ||Ti||_2)`` with
+        ``2 (n_s - r_s) delta + 4 n_s eps g (1 / (1 - rho^2) + ||T||_F ||Ti||_F)`` with
         ``delta = eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` the absolute accuracy
         of each computed HSV (n_s times it is the floor of ``minimal_order``),
-        ``g = ||D||_2 + 2 sum_i sigma_i >= ||G||_inf``, ``rho`` the spectral radius of the
-        stable part (or its bound from the Smith iteration) and ``||T|| ||Ti||`` (estimated
-        by power iteration) the conditioning of the projection; times the conditioning
-        ``||W||_F ||W^{-1}||_F / n`` of the stable/unstable decoupling when there is one.
-        An a-priori model of the rounding errors checked against measurements
-        (``benchmarks/bt_rounding_term.py``), not a proof; with it
+        ``g = ||D||_F + 2 sum_i sigma_i >= ||G||_inf``, ``rho`` the spectral radius of the
+        stable part (or its bound from the Smith iteration) and ``||T||_F ||Ti||_F`` (in
+        place of ``||T||_2 ||Ti||_2``, which it bounds) the conditioning of the projection;
+        all times the conditioning ``||W||_F ||W^{-1}||_F / n`` of the stable/unstable
+        decoupling when there is one. An a-priori model of the rounding errors checked
+        against measurements (``benchmarks/bt_rounding_term.py``), not a proof; with it
         ``lower_bound <= ||G - G_r||_inf <= error_bound`` held literally on every system
-        measured.
+        measured except SPA models with a pole within rounding of the unit circle (FIR
+        low-pass filters at odd r, see that script's table).
     error_bounds : ndarray, shape (n + 1,)
         ``error_bounds[k]`` is the upper bound for total order k, rounding term of that order
         included (``inf`` for ``k < n_unstable``); ``error_bounds[order] == error_bound``.
@@ -293,7 +294,7 @@ def _rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
         return np.zeros(1), 0.0
     if rho is None:
         rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
-    gain = float(np.linalg.norm(G.D, 2)) + 2.0 * float(np.sum(hsv))  # >= ||G||_inf
+    gain = float(np.linalg.norm(G.D)) + 2.0 * float(np.sum(hsv))  # >= ||G||_inf
     unit = ROUNDING_FACTOR * n * _EPS * gain
     base = unit / max(1.0 - rho * rho, _EPS)
     delta = floor / n  # absolute accuracy of one computed HSV
@@ -378,7 +379,7 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     n = G.n
     error_bounds = np.full(n + 1, np.inf)
     # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
-    kappa = _norm2(T) * _norm2(Ti.T) if T.size else 0.0
+    kappa = float(np.linalg.norm(T) * np.linalg.norm(Ti)) if T.size else 0.0  # >= ||T|| ||Ti||
     rounding = (red.rounding + red.gain_unit * kappa) * cond
     error_bounds[nu:] = red.bounds - red.rounding + rounding
     lower = 0.0 if red.order >= red.hsv.size else max(
