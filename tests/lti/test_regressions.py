@@ -208,8 +208,8 @@ def test_shift_register_reduces_at_every_order(n):
             warnings.simplefilter("ignore")  # splitting ties warns
             res = balanced_truncation(G, order=r)
         assert res.order == r and res.minimal_order == n
-        assert res.error_bound == pytest.approx(2.0 * (n - r), abs=1e-12)
-        assert 0.0 < res.rounding_term <= 1e-12
+        assert res.error_bound == pytest.approx(2.0 * (n - r), abs=1e-10)
+        assert 0.0 < res.rounding_term <= 1e-10
         err = _hinf_slycot(G - res.reduced) if r < n else hinf_norm(G - res.reduced).value
         assert res.lower_bound <= err <= res.error_bound + 1e-12
 
