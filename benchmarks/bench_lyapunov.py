@@ -20,13 +20,22 @@ nearly singular ``X`` (single input, eigenvalues of X decaying to eps), where th
 compared with an accurate closed-form reference; and the residual ratios ours / SLICOT over
 ``--seeds`` random instances for rho = 0.9999 and non-normal ``A`` (median, min, max).
 
-Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]``.
+The ratio table also gives both lti times as multiples of ONE real Schur decomposition of
+``A`` (``scipy.linalg.schur``, timed in the same run): the floor of any Schur-based dense
+solver.
+
+Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]
+[--out benchmarks/results]`` (``--out`` writes ``lyapunov.md`` with the command and
+``lyapunov.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import pathlib
 import platform
+import sys
 import time
 import warnings
 
@@ -105,6 +114,8 @@ def run_table(args):
                 Q = B @ B.T
                 reps = args.repeats if n <= 256 else 1
                 times = {}
+                times["schur"], _ = timed(lambda A=A: sla.schur(A, output="real"), args.clock,
+                                          reps)
                 for name, (out, fn) in cands.items():
                     t, R = timed(lambda fn=fn, A=A, B=B: fn(A, B), args.clock, reps)
                     X = R @ R.T if out == "L" else R
@@ -112,7 +123,8 @@ def run_table(args):
                     rows.append((kind, rho, n, name, t, residual(A, X, Q)))
                 ratios.append(
                     (kind, rho, n, times["lti solve"] / times["SB03MD"],
-                     times["lti factor"] / times["SB03OD"])
+                     times["lti factor"] / times["SB03OD"], times["schur"],
+                     times["lti solve"] / times["schur"], times["lti factor"] / times["schur"])
                 )
                 print(f"  done {kind} rho={rho} n={n}", flush=True)
     return rows, ratios
@@ -212,45 +224,66 @@ def main():
     parser.add_argument("--diag-large", type=int, nargs="*", default=[4096])
     parser.add_argument("--hard-sizes", type=int, nargs="*", default=[64, 256])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--out", default=None,
+                        help="folder for lyapunov.md / lyapunov.json (e.g. benchmarks/results)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # slycot's old-signature DeprecationWarnings
-    with threadpool_limits(limits=args.threads):
-        import control
-        import slycot
+    lines, data = [], {"command": "python benchmarks/bench_lyapunov.py " + " ".join(sys.argv[1:])}
 
+    def emit(line=""):
+        print(line, flush=True)
+        lines.append(line)
+
+    # import the peers first: a BLAS that is loaded inside threadpool_limits is not limited
+    # (slycot's bundled OpenBLAS then ran SB03MD/SB03OD with 2 threads)
+    import control
+    import slycot
+
+    with threadpool_limits(limits=args.threads):
         pools = ", ".join(f"{p['internal_api']}={p['num_threads']}" for p in threadpool_info())
-        print(f"# bench_lyapunov  ({platform.processor() or platform.machine()})")
-        print(f"python {platform.python_version()}, numpy {np.__version__}, scipy "
-              f"{scipy.__version__}, control {control.__version__}, slycot "
-              f"{slycot.__version__}, lti {lti.__version__}")
-        print(f"BLAS threads (threadpoolctl): {pools}; clock: {args.clock} "
-              f"(min of {args.repeats} for n <= 256, 1 run above)\n")
+        emit(f"`{data['command']}` ({platform.processor() or platform.machine()})")
+        emit()
+        emit(f"python {platform.python_version()}, numpy {np.__version__}, scipy "
+             f"{scipy.__version__}, control {control.__version__}, slycot "
+             f"{slycot.__version__}, lti {lti.__version__}; BLAS threads (threadpoolctl): "
+             f"{pools}; clock: {args.clock} (min of {args.repeats} for n <= 256, 1 run above)")
         rows, ratios = run_table(args) if args.sizes else ([], [])
-        print("\n| A | rho | n | method | time [s] | rel. residual |")
-        print("|---|---|---|---|---|---|")
+        data["rows"], data["ratios"] = rows, ratios
+        emit("\n| A | rho | n | method | time [s] | rel. residual |")
+        emit("|---|---|---|---|---|---|")
         for kind, rho, n, name, t, r in rows:
-            print(f"| {kind} | {rho} | {n} | {name} | {t:.4f} | {r:.2e} |")
-        print("\n| A | rho | n | lti solve / SB03MD | lti factor / SB03OD |")
-        print("|---|---|---|---|---|")
-        for kind, rho, n, rs, rf in ratios:
-            print(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x |")
+            emit(f"| {kind} | {rho} | {n} | {name} | {t:.4f} | {r:.2e} |")
+        emit("\n| A | rho | n | lti solve / SB03MD | lti factor / SB03OD | one Schur [s] "
+             "| lti solve / Schur | lti factor / Schur |")
+        emit("|---|---|---|---|---|---|---|---|")
+        for kind, rho, n, rs, rf, ts, rss, rfs in ratios:
+            emit(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x | {ts:.4f} | {rss:.2f}x "
+                 f"| {rfs:.2f}x |")
         if args.diag_large:
-            print("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
-            print("|---|---|---|---|")
-            for n, name, t, r in run_large_diagonal(args):
-                print(f"| n={n} | {name} | {t:.4f} | {r:.2e} |")
+            emit("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
+            emit("|---|---|---|---|")
+            data["diag_large"] = run_large_diagonal(args)
+            for n, name, t, r in data["diag_large"]:
+                emit(f"| n={n} | {name} | {t:.4f} | {r:.2e} |")
         if args.hard_sizes:
-            print(
+            emit(
                 "\n| case | n | method | rel. residual (non-normal) / rel. error vs reference "
                 "(nearly singular) | ||X|| / min eig / max eig of X |"
             )
-            print("|---|---|---|---|---|")
-            for case, n, name, r, extra in run_accuracy(args):
-                print(f"| {case} | {n} | {name} | {r:.2e} | {extra:.2e} |")
-            print(f"\n| case | n | residual ratio ({args.seeds} seeds) | median | min | max |")
-            print("|---|---|---|---|---|---|")
-            for label, n, key, med, lo, hi in run_seed_ratios(args):
-                print(f"| {label} | {n} | {key} | {med:.2f} | {lo:.2f} | {hi:.2f} |")
+            emit("|---|---|---|---|---|")
+            data["accuracy"] = run_accuracy(args)
+            for case, n, name, r, extra in data["accuracy"]:
+                emit(f"| {case} | {n} | {name} | {r:.2e} | {extra:.2e} |")
+            emit(f"\n| case | n | residual ratio ({args.seeds} seeds) | median | min | max |")
+            emit("|---|---|---|---|---|---|")
+            data["seed_ratios"] = run_seed_ratios(args)
+            for label, n, key, med, lo, hi in data["seed_ratios"]:
+                emit(f"| {label} | {n} | {key} | {med:.2f} | {lo:.2f} | {hi:.2f} |")
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "lyapunov.md").write_text("\n".join(lines) + "\n")
+        (out / "lyapunov.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":
