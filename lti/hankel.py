@@ -62,8 +62,9 @@ class HankelNormApproximation:
         :math:`\\sigma_{r+1}` (0 when ``order == minimal_order``): the Hankel-norm error
         :math:`\\|G - G_r\\|_H` in exact arithmetic, the smallest possible for order r.
     lower_bound : float
-        The same :math:`\\sigma_{r+1}`, a lower bound of :math:`\\|G - G_r\\|_\\infty` for
-        every stable reduced model of order r.
+        ``max(hankel_error - rounding_term, 0)``: a lower bound of
+        :math:`\\|G - G_r\\|_\\infty` for every stable reduced model of order r (as in
+        :class:`lti.BalancedTruncation`, the rounding term makes it hold literally).
     tail : float
         :math:`\\sum_{i > r} \\sigma_i` over the *distinct* HSVs of the tail (values within
         ``TIE_RTOL`` counted once).
@@ -352,8 +353,9 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     -------
     HankelNormApproximation
         ``reduced`` (same type as `sys`, order r, Schur-stable), ``hsv`` (shape (n,)),
-        ``order``, ``hankel_error`` = ``lower_bound`` = :math:`\\sigma_{r+1}`, ``tail``,
-        ``rounding_term``, ``error_bound``, ``multiplicity``, ``minimal_order``.
+        ``order``, ``hankel_error`` = :math:`\\sigma_{r+1}`, ``lower_bound`` (the same less
+        ``rounding_term``), ``tail``, ``rounding_term``, ``error_bound``, ``multiplicity``,
+        ``minimal_order``.
 
     Raises
     ------
@@ -507,7 +509,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         hsv=hsv,
         order=r,
         hankel_error=sigma,
-        lower_bound=sigma,
+        lower_bound=max(sigma - float(rounding), 0.0),
         tail=tail,
         rounding_term=float(rounding),
         error_bound=float(tail + rounding),

@@ -173,7 +173,8 @@ def test_hankel_error_equals_sigma_r_plus_1(name, G, r):
 def test_hinf_error_within_glover_bound(name, G, r):
     res = _hna(G, r)
     err = _hinf(G - res.reduced, scale=res.hsv[0])
-    assert res.lower_bound * (1 - 1e-9) <= err <= res.error_bound
+    assert res.lower_bound <= err <= res.error_bound  # literally, rounding included
+    assert res.lower_bound == max(res.hankel_error - res.rounding_term, 0.0)
     # the bound is Glover's (distinct tail counted once), not a loose one
     distinct = [res.hsv[res.order]]
     for s in res.hsv[res.order + 1 : res.minimal_order]:
