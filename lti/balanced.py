@@ -672,8 +672,11 @@ def balanced_truncation_from_factors(
     ``error_bound`` and ``lower_bound`` are certified H-infinity bounds only when `Lc`
     and `Lo` factor the exact infinite-horizon Gramians of a stable `sys`; with other
     Gramians (input-weighted, finite-horizon, empirical) they are the same formulas
-    applied to the generalised HSVs: they rank the states and bound the error in the
-    corresponding weighted sense, not in the H-infinity norm.
+    applied to the generalised HSVs: they rank the states but bound nothing in general,
+    neither the H-infinity error nor the error "in the corresponding weighted sense" (a
+    finite-horizon reduction's T-step gain can exceed them). For certified weighted bounds
+    use :func:`lti.weighted_balanced_truncation`, whose bounds concern its surrogate
+    system.
 
     Examples
     --------
