@@ -57,3 +57,11 @@ def test_sweep_agrees_with_ab13dd():
         args = (G.A, G.B, G.C, G.D)
         sw, (ab, how) = cb.sweep_hinf(*args), cb.independent_hinf(*args)
         assert how == "AB13DD" and sw <= ab * (1 + 1e-9) and sw >= ab * (1 - 1e-9)
+
+
+@pytest.mark.xfail(strict=True, reason="SPA (match_dc) of a firwin FIR with nearly tied HSVs "
+                   "(relative gap 2e-8) returns A_r = -1 (pole on the unit circle, "
+                   "1 - 3.6e-14): infinite error; reported to lti-core")
+def test_fir_spa_order_1_is_stable():
+    G = cb.fir_system(48, seed=4)
+    assert _violations(G, 1, [("sr", True), ("bfsr", True)]) == []
