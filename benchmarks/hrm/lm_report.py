@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 LORA_ARMS = ("lora_qv", "lora_mlp")
 
@@ -118,8 +119,8 @@ def markdown(r: dict) -> str:
     lines = [
         "# Task B: HRM vs iso-parameter LoRA on frozen SmolLM2-135M (pydoc text)",
         "",
-        "Written by `python -m benchmarks.hrm.lm_study` from the cell files in `cells/` "
-        f"(code version `{r['code']}`).",
+        f"Written by `{r['env'].get('driver', 'python -m benchmarks.hrm.lm_study')}` from the "
+        f"cell files in `cells/` (code version `{r['code']}`).",
         "",
         f"Adapters in the top {b['n_top']} of 30 blocks; {b['steps']} steps x {b['batch']} "
         f"windows of {b['seq_len']} tokens, warm-up {b['warmup_frac']:.0%} + cosine; "
@@ -180,3 +181,19 @@ def markdown(r: dict) -> str:
     if r["missing"]:
         lines += ["", "Not run (out of time on the shared CPU): " + ", ".join(r["missing"]) + "."]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.hrm.lm_report [results.json]``: rewrite results.md from the JSON."""
+    import sys
+
+    from .lm_study import RESULTS
+
+    args = sys.argv[1:] if argv is None else argv
+    path = Path(args[0]) if args else RESULTS / "results.json"
+    path.with_suffix(".md").write_text(markdown(json.loads(path.read_text())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

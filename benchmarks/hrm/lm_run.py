@@ -3,8 +3,8 @@
 Same protocol, cells and tables as ``python -m benchmarks.hrm.lm_study``; only the order
 differs, so that a run cut short by the clock still answers the question: learning-rate
 pilots of HRM and the two LoRA arms, their main runs seed by seed, then the stateless arm
-(which only matters if HRM beats the best LoRA arm). The tables are rewritten after every
-main run from the cells on disk.
+(pilots on a grid centred on HRM's chosen rate, then its main runs). The tables are
+rewritten after every main run from the cells on disk.
 
 Run: ``python -m benchmarks.hrm.lm_run``.
 """
@@ -47,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                         paired_ci=lm_study.paired_ci)
 
     for group in (FIRST, LATER):
+        if group is LATER and "hrm" in chosen:
+            # the stateless arm is the HRM module with a = 0: its grid is centred on HRM's
+            # choice (factor 3 either side), still extended if the best lands on an edge
+            lr = chosen["hrm"]
+            lm_study.LR_GRIDS["stateless"] = (lr / 3, lr, lr * 3)
         for arm in group:
             chosen[arm] = study.choose_lr(arm, args.max_extend)[0]
             print(f"{arm}: lr {chosen[arm]:g}", flush=True)
