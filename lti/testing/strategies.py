@@ -329,9 +329,10 @@ def minimal_order(G: DiscreteLTI) -> int:
 
     The number of Hankel singular values (from scipy's ``solve_discrete_lyapunov``
     Gramians ``P``, ``Q``, bilinear method) above
-    ``max(1e-11 sigma_1, 1e3 n eps sqrt(||P|| ||Q||))``:
-    HSVs above it are far from their rounding level, so that any ``0 < r < minimal_order``
-    is a genuine reduction.
+    ``max(1e-11 sigma_1, 1e4 n eps sqrt(||P|| ||Q||) / (1 - rho^2))`` (``rho`` the
+    spectral radius; ``1 / (1 - rho^2)`` the conditioning of the Stein equations): HSVs
+    above it are far from their rounding level, so that any ``0 < r < minimal_order`` is
+    a genuine reduction that a correct code must not cap.
     """
     if G.n == 0:
         return 0
@@ -343,8 +344,9 @@ def minimal_order(G: DiscreteLTI) -> int:
     hsv = np.sqrt(np.sort(np.maximum(ev, 0.0))[::-1])
     if hsv[0] == 0.0:
         return 0
-    scale = np.sqrt(np.linalg.norm(P, 2) * np.linalg.norm(Q, 2))
-    floor = max(1e-11 * hsv[0], 1e3 * G.n * _EPS * scale)
+    rho = float(np.max(np.abs(np.linalg.eigvals(G.A))))
+    scale = np.sqrt(np.linalg.norm(P, 2) * np.linalg.norm(Q, 2)) / max(1.0 - rho**2, _EPS)
+    floor = max(1e-11 * hsv[0], 1e4 * G.n * _EPS * scale)
     return int(np.count_nonzero(hsv > floor))
 
 
