@@ -256,6 +256,7 @@ class _Truncation:
     hsv: np.ndarray  # (n,) HSVs that ranked the states (weighted for "data" / "input")
     plain_hsv: np.ndarray  # (n,) HSVs of the unweighted system
     truncation_bound: float  # certified H-infinity bound of the truncation step
+    rounding_term: float  # lti's rounding term, included in truncation_bound
     lower_bound: float  # sigma_{r+1} of the unweighted system
     weighted_bound: float | None  # 2 sum_{i>r} of the weighted HSVs ("data" / "input")
 
@@ -297,11 +298,11 @@ def _truncate(Gc, rule, gramian, stats_layer, Qb, method) -> _Truncation:
     if gramian == "exact":
         hsv = np.asarray(res.hsv)
         return _Truncation(res.reduced, hsv, hsv, float(res.error_bound),
-                           float(res.lower_bound), None)
+                           float(res.rounding_term), float(res.lower_bound), None)
     weighted = res.weighted_error_bound
     return _Truncation(res.reduced, np.asarray(res.hsv), np.asarray(res.unweighted_hsv),
-                       float(res.error_bound), float(res.lower_bound),
-                       None if weighted is None else float(weighted))
+                       float(res.error_bound), float(res.rounding_term),
+                       float(res.lower_bound), None if weighted is None else float(weighted))
 
 
 def _realisation_bound(Ar, Br, Cr, G_mod) -> float:
@@ -397,6 +398,7 @@ def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method,
         realisation_bound=ag * realisation, measured_error=measured, eig_cond=cond,
         shift=shift, params_before=int(adapter.num_parameters),
         params_after=int(new.num_parameters), lti_seconds=numerics.seconds,
+        rounding_term=ag * cut.rounding_term,
     )
     return new, info, numerics, measuring
 

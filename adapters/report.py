@@ -51,8 +51,8 @@ class LayerReduction:
         ``truncation_bound + realisation_bound + rounding slack``.
     truncation_bound : float
         ``|g|`` times the certified H-infinity bound of the balanced-truncation step
-        (``2 sum_{i>r} sigma_i`` for exact Gramians; the plain bound of
-        :func:`lti.weighted_balanced_truncation` otherwise).
+        (``2 sum_{i>r} sigma_i + rounding_term`` for exact Gramians; the plain bound of
+        :func:`lti.weighted_balanced_truncation` otherwise), as reported by :mod:`lti`.
     weighted_bound : float or None
         ``|g| 2 sum_{i>r} sigma~_i`` (data / input Gramians only): the bound for the weighted
         *surrogate* system of :class:`lti.WeightedBalancedTruncation` (the input model built
@@ -73,6 +73,9 @@ class LayerReduction:
         Wall time of this layer's numerics (export, compression, truncation in :mod:`lti`,
         modal form, realisation bound); building the torch modules and the measurement are
         not included.
+    rounding_term : float
+        ``|g|`` times :attr:`lti.BalancedTruncation.rounding_term` (the stated rounding term
+        of the computed HSVs and projection), which ``truncation_bound`` includes.
     """
 
     name: str
@@ -96,6 +99,7 @@ class LayerReduction:
     params_before: int
     params_after: int
     lti_seconds: float
+    rounding_term: float = 0.0
 
 
 @dataclass(frozen=True)

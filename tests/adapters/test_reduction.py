@@ -103,8 +103,10 @@ def test_measured_error_inside_reported_bounds_exact(base, mode, rule):
         if "tol" in rule:
             assert x.truncation_bound <= 0.05
         s = np.asarray(x.hsv)
-        assert x.truncation_bound == pytest.approx(x.gate * 2 * s[x.order_after:].sum(),
-                                                   rel=1e-12, abs=1e-300)
+        # the truncation bound is lti's: 2 sum of the tail plus its stated rounding term
+        assert 0 < x.rounding_term <= 1e-9 * abs(x.gate) * s.sum()
+        assert x.truncation_bound == pytest.approx(
+            abs(x.gate) * 2 * s[x.order_after:].sum() + x.rounding_term, rel=1e-12, abs=1e-300)
 
 
 @pytest.mark.parametrize("gramian", ["data", "input"])
