@@ -244,14 +244,26 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
         return (Lc @ V) * d, (d[:, None] * Uk.T) @ Lo.T
     if hi == lo:
         return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0]))
-    Z = np.linalg.qr(Lc @ V)[0]  # (n, k), orthonormal
-    W = np.linalg.qr(Lo @ Uk)[0]  # (n, k), orthonormal
+    Z = _orth(Lc @ V)  # (n, k), orthonormal
+    W = _orth(Lo @ Uk)  # (n, k), orthonormal
     M = W.T @ Z  # (k, k), = R_W^{-T} Sigma R_Z^{-1}: nonsingular for sigma_k > 0
     try:
-        Ti = sla.solve(M, W.T, check_finite=False)
-    except (np.linalg.LinAlgError, ValueError) as exc:  # pragma: no cover - sigma_k > 0
+        Ti = np.linalg.solve(M, W.T)
+    except np.linalg.LinAlgError as exc:  # pragma: no cover - sigma_k > 0
         raise SolverError("balancing-free square root: W^T Z is singular") from exc
     return Z, Ti
+
+
+def _orth(M: np.ndarray) -> np.ndarray:
+    """Orthonormal basis ``Q`` (n, k) of the columns of ``M`` (n, k), ``k <= n``, by LAPACK
+    ``dgeqrf`` + ``dorgqr`` (the Householder QR of ``np.linalg.qr`` without its overhead)."""
+    qr, tau, _, info = lapack.dgeqrf(M)
+    if info != 0:  # pragma: no cover - LAPACK argument errors only
+        raise SolverError(f"LAPACK dgeqrf failed with info={info}")
+    Q, _, info = lapack.dorgqr(qr, tau)
+    if info != 0:  # pragma: no cover
+        raise SolverError(f"LAPACK dorgqr failed with info={info}")
+    return Q
 
 
 def _norm2(L: np.ndarray) -> float:
