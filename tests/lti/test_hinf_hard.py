@@ -208,3 +208,20 @@ def test_mimo_largest_singular_value_switches_branch(rotate):
     exact, t_exact = _refined_max(gain, theta, np.maximum(g1(theta), g_fir))
     assert exact > 90 and abs(t_exact - th0) < 0.02
     _check(G, exact, t_exact)
+
+
+def test_control_systems_get_rad_per_second_and_the_same_accuracy():
+    """python-control systems: omega in rad/s (theta / dt, as control.linfnorm), value and
+    accuracy as for the DiscreteLTI, `tol` passed through (mutmut survivors of hinf_norm's
+    control branch)."""
+    control = pytest.importorskip("control")
+    G, _, _, _ = _hidden_resonance()
+    for dt in (0.1, True):
+        sysc = control.ss(G.A, G.B, G.C, G.D, dt)
+        for tol in (1e-10, 1e-3):
+            ref = hinf_norm(DiscreteLTI(G.A, G.B, G.C, G.D, dt), tol=tol)
+            got = hinf_norm(sysc, tol=tol)
+            scale = 0.1 if dt == 0.1 and dt is not True else 1.0
+            assert got.value == ref.value and got.accuracy == ref.accuracy
+            assert abs(got.omega - ref.omega / scale) <= 1e-12 * abs(ref.omega / scale)
+            assert got.accuracy >= 2 * tol  # the tolerance reached the level-set stage
