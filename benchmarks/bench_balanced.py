@@ -139,6 +139,18 @@ def available():
     return methods
 
 
+def git_revision() -> str:
+    """Short commit hash of the checkout the benchmark runs from ("unknown" outside git)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=pathlib.Path(__file__).parent, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
 def modal_system(N: int, H: int, kind: str, seed: int) -> DiscreteLTI:
     """An adapter layer's SSM: poles with |a| in (0.5, 0.999), D = 0."""
     rng = np.random.default_rng(seed)
@@ -218,7 +230,7 @@ def main(argv=None) -> int:
             f"BLAS threads pinned to {args.threads} with threadpoolctl: {', '.join(libs)}; "
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.processor() or platform.machine()}; clock: {args.clock} time, best of "
-            f"--repeat runs",
+            f"--repeat runs; code at commit {git_revision()}",
         ]
         print("\n".join(header) + "\n")
         for n in args.sizes:
