@@ -140,15 +140,16 @@ def available():
 
 
 def git_revision() -> str:
-    """Short commit hash of the checkout the benchmark runs from ("unknown" outside git)."""
+    """Git tree hash of ``lti/`` in the checkout the benchmark runs from: content-addressed,
+    so it stays valid when the commit is rebased ("unknown" outside git)."""
     import subprocess
 
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
                              text=True, cwd=pathlib.Path(__file__).parent, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return out.stdout.strip()
+    return f"lti/ tree {out.stdout.strip()} (git rev-parse --short HEAD:lti)"
 
 
 def modal_system(N: int, H: int, kind: str, seed: int) -> DiscreteLTI:
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
             f"BLAS threads pinned to {args.threads} with threadpoolctl: {', '.join(libs)}; "
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.processor() or platform.machine()}; clock: {args.clock} time, best of "
-            f"--repeat runs; code at commit {git_revision()}",
+            f"--repeat runs; code: {git_revision()}",
         ]
         print("\n".join(header) + "\n")
         for n in args.sizes:

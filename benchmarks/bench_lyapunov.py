@@ -49,15 +49,16 @@ from lti import lyapunov_factor, solve_discrete_lyapunov
 
 
 def git_revision() -> str:
-    """Short commit hash of the checkout the benchmark runs from ("unknown" outside git)."""
+    """Git tree hash of ``lti/`` in the checkout the benchmark runs from: content-addressed,
+    so it stays valid when the commit is rebased ("unknown" outside git)."""
     import subprocess
 
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
                              text=True, cwd=pathlib.Path(__file__).parent, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return out.stdout.strip()
+    return f"lti/ tree {out.stdout.strip()} (git rev-parse --short HEAD:lti)"
 
 
 def make_case(kind: str, n: int, rho: float, seed: int = 0):
@@ -259,7 +260,7 @@ def main():
              f"{scipy.__version__}, control {control.__version__}, slycot "
              f"{slycot.__version__}, lti {lti.__version__}; BLAS threads (threadpoolctl): "
              f"{pools}; clock: {args.clock} (min of {args.repeats} for n <= 256, 1 run above); "
-             f"code at commit {git_revision()}")
+             f"code: {git_revision()}")
         rows, ratios = run_table(args) if args.sizes else ([], [])
         data["rows"], data["ratios"] = rows, ratios
         emit("\n| A | rho | n | method | time [s] | rel. residual |")
