@@ -225,3 +225,12 @@ def test_control_systems_get_rad_per_second_and_the_same_accuracy():
             assert got.value == ref.value and got.accuracy == ref.accuracy
             assert abs(got.omega - ref.omega / scale) <= 1e-12 * abs(ref.omega / scale)
             assert got.accuracy >= 2 * tol  # the tolerance reached the level-set stage
+
+
+def test_static_gain_norm_and_its_accuracy():
+    """n = 0: the norm is ||D||_2, exact to rounding, and the reported accuracy says so
+    (mutmut survivors of the static branch: accuracy 4 / eps, 1.0 for an empty D)."""
+    D = np.array([[3.0, 0.0], [4.0, 0.0]])
+    res = hinf_norm(DiscreteLTI(np.zeros((0, 0)), np.zeros((0, 2)), np.zeros((2, 0)), D))
+    assert abs(res.value - 5.0) <= 4 * np.finfo(float).eps * 5.0 and res.omega == 0.0
+    assert 0.0 < res.accuracy <= 1e-15
