@@ -15,6 +15,7 @@ and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred`
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +23,7 @@ import scipy.linalg as sla
 from scipy.linalg import lapack
 
 from lti._order import TIE_RTOL, Rule, check_rule, select_order  # noqa: F401 - TIE_RTOL re-exported
-from lti._validation import as_float_matrix
+from lti._validation import as_float_matrix, stability_margin
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 from lti.gramians import stable_gramian_factors
 from lti.lowrank import is_sparse, lowrank_gramian_factors
@@ -401,11 +402,30 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     for X in (hsv, error_bounds, T, Ti):
         X.setflags(write=False)  # a frozen result holds read-only arrays
     order = red.order + nu
+    error_bound, rt = float(error_bounds[order]), float(rounding[red.order])
+    if match_dc and red.order:
+        # SPA can put a pole of the reduced stable part within rounding of the unit circle
+        # (firwin low-pass filters at odd r: A_r = -1 + O(1e-15), exactly |A_r|^2 =
+        # 1 - B_r^2 / sigma_1 from the balanced Lyapunov equation): no finite bound holds
+        # for the model as computed
+        # the margin of the error system G - G_r (what hinf_norm of the error checks)
+        rho_r = float(np.max(np.abs(np.linalg.eigvals(red.A))))
+        norm = float(np.hypot(np.linalg.norm(red.A), np.linalg.norm(G.A)))
+        margin = stability_margin(G.n + red.order, norm)
+        if not rho_r < 1.0 - margin:
+            warnings.warn(
+                f"the singular-perturbation model has a pole within rounding of the unit "
+                f"circle (spectral radius {rho_r!r}): its error is not certified "
+                "(error_bound = inf); match_dc=False or another order avoids it",
+                UserWarning,
+                stacklevel=3,
+            )
+            error_bound = rt = np.inf
     return BalancedTruncation(
         reduced=Gr,
         hsv=hsv,
         order=order,
-        error_bound=float(error_bounds[order]),
+        error_bound=error_bound,
         lower_bound=lower,
         error_bounds=error_bounds,
         T=T,
@@ -414,7 +434,7 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
         match_dc=bool(match_dc),
         n_unstable=nu,
         minimal_order=red.minimal_order,
-        rounding_term=float(rounding[red.order]),
+        rounding_term=rt,
     )
 
 

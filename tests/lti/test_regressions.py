@@ -312,3 +312,19 @@ def test_hinf_of_ab13dd_example_after_tustin_dt_01():
     assert abs(res.omega - 2 * np.arctan(np.sqrt(2.0) * dt / 2)) <= 1e-6
     value, omega = res  # still unpacks as two values
     assert (value, omega) == (res.value, res.omega)
+
+
+def test_spa_pole_on_the_unit_circle_is_reported_not_certified():
+    """SPA of a firwin low-pass FIR at order 1: A_r = -1 to 1e-14 (|A_r|^2 = 1 - B_r^2 /
+    sigma_1 with B_r ~ 1e-7); the bound was reported as finite although the computed
+    model's error is infinite."""
+    signal = pytest.importorskip("scipy.signal")
+    rng = np.random.default_rng(3019)  # benchmarks/bt_rounding_term.py's fir family, seed 19
+    N = int(rng.integers(8, 65))
+    h = signal.firwin(N + 1, rng.uniform(0.1, 0.9))
+    G = DiscreteLTI(np.diag(np.ones(N - 1), -1), np.eye(N)[:, :1], h[1:][None, :],
+                    h[:1][None, :])
+    with pytest.warns(UserWarning, match="pole within rounding of the unit"):
+        res = balanced_truncation(G, order=1, match_dc=True)
+    assert res.error_bound == np.inf and res.rounding_term == np.inf
+    assert np.isfinite(balanced_truncation(G, order=1).error_bound)  # truncation is fine
