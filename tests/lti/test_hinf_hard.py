@@ -234,3 +234,15 @@ def test_static_gain_norm_and_its_accuracy():
     res = hinf_norm(DiscreteLTI(np.zeros((0, 0)), np.zeros((0, 2)), np.zeros((2, 0)), D))
     assert abs(res.value - 5.0) <= 4 * np.finfo(float).eps * 5.0 and res.omega == 0.0
     assert 0.0 < res.accuracy <= 1e-15
+
+
+@pytest.mark.parametrize("zero", ["B", "C"])
+def test_zero_gain_system(zero):
+    """G = 0 with states (B = 0 or C = 0, D = 0): the norm is exactly 0 at omega 0 with
+    accuracy 0 (mutmut survivors of the gamma_lb == 0 exit)."""
+    rng = np.random.default_rng(3)
+    A = 0.5 * np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    B = np.zeros((4, 2)) if zero == "B" else rng.standard_normal((4, 2))
+    C = np.zeros((3, 4)) if zero == "C" else rng.standard_normal((3, 4))
+    res = hinf_norm(DiscreteLTI(A, B, C, np.zeros((3, 2))))
+    assert res.value == 0.0 and res.omega == 0.0 and res.accuracy == 0.0
