@@ -49,8 +49,6 @@ __all__ = ["COND_MAX", "FP_SLACK", "REDUCTION_GRAMIANS", "modal_form", "reduce"]
 
 #: Gramians :func:`reduce` can balance (its ``gramian`` argument).
 REDUCTION_GRAMIANS = ("exact", "data", "input")
-# projection methods of lti.balanced_truncation, checked before the model is touched
-_METHODS = ("auto", "sr", "bfsr")
 _EPS = float(np.finfo(np.float64).eps)
 COND_MAX = 1e8
 """Default largest accepted condition number of the (unit-column) eigenvector matrix."""
@@ -561,8 +559,10 @@ def reduce(
         raise AdapterConfigError(
             f"`gramian` must be one of {REDUCTION_GRAMIANS}; got {gramian!r}"
         )
-    if method not in _METHODS:
-        raise AdapterConfigError(f"`method` must be one of {_METHODS}; got {method!r}")
+    from lti.balanced import BT_METHODS  # checked before the model is touched
+
+    if method not in BT_METHODS:
+        raise AdapterConfigError(f"`method` must be one of {BT_METHODS}; got {method!r}")
     _check_positive("cond_max", cond_max)
     from torch.nn.parallel import DistributedDataParallel
 

@@ -32,6 +32,7 @@ from lti.stability import StableSplit, split_unstable
 from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = [
+    "BT_METHODS",
     "BalancedTruncation",
     "StableSplit",
     "balanced_truncation",
@@ -41,7 +42,8 @@ __all__ = [
 ]
 
 _EPS = np.finfo(np.float64).eps
-_METHODS = ("auto", "sr", "bfsr")
+#: Projection methods of :func:`balanced_truncation` (its ``method`` argument).
+BT_METHODS = ("auto", "sr", "bfsr")
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,8 +135,8 @@ class BalancedTruncation:
 
 
 def _check_method(method) -> str:
-    if method not in _METHODS:
-        raise InvalidArgumentError(f"`method` must be one of {_METHODS}; got {method!r}")
+    if method not in BT_METHODS:
+        raise InvalidArgumentError(f"`method` must be one of {BT_METHODS}; got {method!r}")
     return method
 
 
