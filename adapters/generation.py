@@ -30,8 +30,8 @@ crop further back raises :class:`AdapterError`. Nothing depends on ``cache_posit
 
 from __future__ import annotations
 
+import functools
 import inspect
-import types
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F  # noqa: N812
 
 from adapters.exceptions import AdapterError, AdapterShapeError
 
@@ -49,6 +50,8 @@ __all__ = ["AdapterRuntime", "HISTORY_MAX_LEN", "get_adapter_states"]
 HISTORY_MAX_LEN = 64
 
 _CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
+"""Names of the KV cache argument and output field: transformers 5.x says ``cache`` and
+deprecates the other two (removal announced for 5.40); older versions say ``past_key_values``."""
 _STATES_ATTR = "_hrm_adapter_states"
 _WRAPPED_ATTR = "_hrm_adapter_wrapped"
 
@@ -96,6 +99,7 @@ class _Context:
     cache: Any
     initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
+    drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -168,7 +172,7 @@ def _store_on_cache(cache: Any, uid: str, record: _StateRecord) -> None:
         # Bound to this instance; deepcopy re-binds them to the copy (and copies the states).
         for name, fn in _BATCH_OPS.items():
             if callable(getattr(type(cache), name, None)):
-                setattr(cache, name, types.MethodType(fn, cache))
+                setattr(cache, name, functools.partial(fn, cache))
         setattr(cache, _WRAPPED_ATTR, True)
     records = getattr(cache, _STATES_ATTR, None)
     if records is None:
@@ -179,10 +183,12 @@ def _store_on_cache(cache: Any, uid: str, record: _StateRecord) -> None:
 
 def _output_cache(output: Any) -> Any:
     if isinstance(output, dict) or hasattr(output, "keys"):  # ModelOutput is an OrderedDict
+        # only the names the output holds: asking a transformers 5.x output for
+        # `past_key_values` logs its deprecation warning
+        keys = set(output.keys())
         for key in _CACHE_KWARGS:
-            value = output.get(key) if hasattr(output, "get") else None
-            if value is not None:
-                return value
+            if key in keys and output[key] is not None:
+                return output[key]
         return None
     if isinstance(output, tuple):
         for item in output:
@@ -313,6 +319,54 @@ class AdapterRuntime:
         return None
 
     # --- the branch ----------------------------------------------------------------------
+    def add_decode_step(self, adapted: nn.Module, u: torch.Tensor, h: torch.Tensor,
+                        ) -> torch.Tensor | None:
+        """``h`` plus the branch for a one-token continuation step, or None for another path.
+
+        The per-token path of cached decoding, in four kernels (mask, input projection, state
+        update, output projection fused with the addition); it applies to real-mode adapters
+        without autograd or autocast, continuing from a stored state. Whenever it returns None
+        (any other case, and every error case), :meth:`branch` runs instead.
+
+        Parameters
+        ----------
+        adapted : AdaptedMLP
+        u : torch.Tensor, shape (B, 1, H)
+            The stream.
+        h : torch.Tensor, shape (B, 1, H)
+            The target's output.
+
+        Returns
+        -------
+        torch.Tensor, shape (B, 1, H), or None
+        """
+        ctx = self._stack[-1] if self._stack else None
+        if ctx is None or ctx.initial is None or h.shape != u.shape:
+            return None
+        adapter = adapted.adapter
+        s0 = ctx.initial.get(adapted.adapter_name)
+        batch = u.shape[0]
+        if s0 is None or s0.shape[0] != batch or not adapter.decodes_fast(u):
+            return None
+        if ctx.mask is not None:
+            if ctx.mask.shape[0] != batch:
+                return None
+            drop = ctx.drop.get(1)
+            if drop is None:  # once per call, shared by all adapters
+                drop = ctx.drop[1] = ~ctx.mask[:, -1:, None].to(u.device)
+            u = u.masked_fill(drop, 0.0)
+        a, W_in, W_out = adapter._decode_kernel()
+        x = u.view(batch, -1)
+        if x.dtype != W_in.dtype:
+            x = x.to(W_in.dtype)
+        s = torch.addcmul(F.linear(x, W_in), a, s0)  # (B, N)
+        key = adapted.adapter_name
+        ctx.length = 1
+        ctx.new_states[key], ctx.start_states[key], ctx.history[key] = s, s0, [s]
+        if h.dtype == W_out.dtype:
+            return torch.addmm(h.reshape(batch, -1), s, W_out.t()).view(h.shape)
+        return h + F.linear(s, W_out).to(h.dtype).view(h.shape)
+
     def branch(self, adapted: nn.Module, u: torch.Tensor) -> torch.Tensor:
         """Adapter output (B, L, H) for stream ``u`` (B, L, H) inside the current model call.
 
@@ -348,8 +402,10 @@ class AdapterRuntime:
                     f"`attention_mask` of shape {tuple(ctx.mask.shape)} does not cover the "
                     f"adapter stream of shape {tuple(u.shape)} at {adapted.adapter_name!r}"
                 )
-            keep = ctx.mask[:, -length:].to(u.device)  # (B, L)
-            u = u.masked_fill(~keep[..., None], 0.0)
+            drop = ctx.drop.get(length)
+            if drop is None:  # once per call and length, shared by all adapters
+                drop = ctx.drop[length] = ~ctx.mask[:, -length:, None].to(u.device)
+            u = u.masked_fill(drop, 0.0)  # (B, L, H); padded positions feed a zero stream
         if not ctx.stateful:
             return adapted.adapter(u)
         key = adapted.adapter_name

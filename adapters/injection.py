@@ -193,7 +193,10 @@ class AdaptedMLP(nn.Module):
                     f"the adapter at {self.adapter_name!r} reads the input of its pair's first "
                     "layer, which did not run before the second"
                 )
-        h = h + self.branch(stream).reshape(h.shape).to(h.dtype)
+        fast = None
+        if runtime is not None and stream.dim() == 3 and stream.shape[1] == 1:
+            fast = runtime.add_decode_step(self, stream, h)  # cached decoding, one token
+        h = h + self.branch(stream).reshape(h.shape).to(h.dtype) if fast is None else fast
         return (h, *output[1:]) if isinstance(output, tuple) else h
 
     def branch(self, stream: torch.Tensor) -> torch.Tensor:

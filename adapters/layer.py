@@ -13,8 +13,10 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F  # noqa: N812
 
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
+from adapters.scan import _autocast_on
 from adapters.ssm import DiagonalSSM
 
 __all__ = ["HRMAdapter", "READS"]
@@ -236,5 +238,63 @@ class HRMAdapter(nn.Module):
         >>> torch.allclose(y_t, adapter(u)[:, 2], atol=1e-5)
         True
         """
-        y, state = self.ssm.step(x_t, state)
-        return self.gate.to(y.dtype) * y, state
+        ssm = self.ssm
+        if state is None or not self.decodes_fast(x_t):
+            y, state = ssm.step(x_t, state)
+            return self.gate.to(y.dtype) * y, state
+        ssm._check_input(x_t, 2)
+        if state.shape != (x_t.shape[0], ssm.d_state):
+            ssm._split_state(state, x_t.shape[0])  # raises the shape error
+        y, state = self.decode_step(x_t, state)
+        return y.to(x_t.dtype), state
+
+    def decodes_fast(self, x_t):
+        """Whether :meth:`decode_step` applies: real modes, no autograd, no autocast.
+
+        Parameters
+        ----------
+        x_t : torch.Tensor
+            The step's input (its device decides the autocast check).
+
+        Returns
+        -------
+        bool
+        """
+        return not (self.ssm.n_complex or torch.is_grad_enabled()
+                    or _autocast_on(x_t.device.type))
+
+    def decode_step(self, x_t, state):
+        """Unchecked decoding step ``s = ā s + B̄ x_t``, ``y = (gate C) s`` (three kernels).
+
+        For callers that checked the shapes and :meth:`decodes_fast` (cached generation);
+        the discretisation and ``gate · C`` are memoised until a parameter changes.
+
+        Parameters
+        ----------
+        x_t : torch.Tensor, shape (B, H)
+        state : torch.Tensor, shape (B, N)
+
+        Returns
+        -------
+        y_t : torch.Tensor, shape (B, H)
+            In the adapter's dtype.
+        state : torch.Tensor, shape (B, N)
+        """
+        a, W_in, W_out = self._decode_kernel()
+        if x_t.dtype != W_in.dtype:
+            x_t = x_t.to(W_in.dtype)
+        s = torch.addcmul(F.linear(x_t, W_in), a, state)  # (B, N)
+        return F.linear(s, W_out), s
+
+    def _decode_kernel(self):
+        """``(ā, B̄, gate · C)`` of a real-mode SSM, recomputed when a tensor changed."""
+        ssm = self.ssm
+        tensors = (*ssm._parameters.values(), *ssm._buffers.values(), self.gate)
+        key = (self.gate.dtype, self.gate.device, *(t._version for t in tensors),
+               *(t.data_ptr() for t in tensors))
+        cached = self.__dict__.get("_decode_cache")
+        if cached is None or cached[0] != key:
+            a, _, W_in, W_out = ssm._compute_projections()
+            cached = (key, (a, W_in, self.gate.to(W_out.dtype) * W_out))
+            self.__dict__["_decode_cache"] = cached
+        return cached[1]

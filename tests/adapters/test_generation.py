@@ -231,3 +231,57 @@ def test_static_cache_generation_matches():
     static = model.generate(prompt, max_new_tokens=6, cache_implementation="static", **GEN)
     assert torch.equal(dynamic.sequences, static.sequences)
     assert max_diff(dynamic.logits, static.logits) < TOL
+
+
+def _compiled_calls(model, x):
+    """A plain forward, a cached prefill and a one-token decode step, as one traced function."""
+    full = model(x, use_cache=False).logits
+    cache = DynamicCache(config=model.config)
+    prefill = model(x, cache=cache).logits
+    step = model(x[:, -1:], cache=cache).logits
+    return full, prefill, step
+
+
+@pytest.mark.parametrize("kind", [
+    "llama", *(pytest.param(k, marks=pytest.mark.slow) for k in ("gpt2", "qwen2", "mistral"))])
+def test_no_more_graph_breaks_than_the_base_model(kind):
+    """Item 6 of issue 16: no host synchronisation (``Tensor.item()``) in the forward paths."""
+    from tests.adapters._tiny import tiny_causal_lm
+
+    counts = {}
+    for adapt in (False, True):
+        model = tiny_causal_lm(kind, layers=1)
+        if adapt:
+            inject(model, HRMConfig(d_state=4, gate_init=0.5))
+        torch._dynamo.reset()
+        with torch.no_grad():
+            explained = torch._dynamo.explain(_compiled_calls)(model, ids(2, 7))
+        counts[adapt] = explained.graph_break_count
+        reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
+        print(f"{kind} {'adapted' if adapt else 'base'}: {explained.graph_break_count} graph "
+              f"breaks, {explained.graph_count} graphs {reasons}")
+    torch._dynamo.reset()
+    assert counts[True] <= counts[False]
+
+
+def test_no_cache_deprecation_warning_from_our_code_paths(caplog):
+    """Item 9 of issue 16: transformers 5.x renamed ``past_key_values`` to ``cache``; the
+    adapters read and write the supported name (no FutureWarning, no deprecation log)."""
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    model = adapted("llama")
+    hf_logging.get_logger("transformers").propagate = True
+    with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        model.generate(ids(2, 5), max_new_tokens=3, **GEN)
+        with torch.no_grad():
+            out = model(ids(2, 5))  # use_cache from the config: the output's cache is read
+            model(ids(2, 1), cache=out.cache)
+    deprecations = [str(w.message) for w in caught
+                    if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    logged = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert not deprecations and not logged, (deprecations, logged)
+    assert get_adapter_states(out.cache)

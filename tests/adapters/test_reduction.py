@@ -286,7 +286,7 @@ def test_cached_decoding_of_reduced_model_matches_full_forward(base):
     with torch.no_grad():
         full = model(ids, use_cache=False).logits[:, -1]
         pre = model(ids[:, :-1], use_cache=True)
-        step = model(ids[:, -1:], past_key_values=pre.past_key_values, use_cache=True)
+        step = model(ids[:, -1:], cache=pre.cache, use_cache=True)  # transformers 5.x names
     assert torch.allclose(step.logits[:, -1], full, rtol=1e-4, atol=1e-5)
 
 
