@@ -39,7 +39,6 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
 
 from adapters.exceptions import AdapterError, AdapterShapeError
 
@@ -100,6 +99,7 @@ class _Context:
     initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
     drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
+    keep: dict[Any, torch.Tensor] = field(default_factory=dict)  # dtype -> (B, 1) last token
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -324,8 +324,9 @@ class AdapterRuntime:
         """``h`` plus the branch for a one-token continuation step, or None for another path.
 
         The per-token path of cached decoding, in four kernels (mask, input projection, state
-        update, output projection fused with the addition); it applies to real-mode adapters
-        without autograd or autocast, continuing from a stored state. Whenever it returns None
+        update, output projection fused with the addition) on pre-transposed weights; it
+        applies to real-mode adapters without autograd or autocast, continuing from a stored
+        state. Whenever it returns None
         (any other case, and every error case), :meth:`branch` runs instead.
 
         Parameters
@@ -348,24 +349,24 @@ class AdapterRuntime:
         batch = u.shape[0]
         if s0 is None or s0.shape[0] != batch or not adapter.decodes_fast(u):
             return None
+        a, W_in_t, W_out_t = adapter._decode_kernel()
+        x = u.view(batch, -1)  # (B, H)
+        if x.dtype != W_in_t.dtype:
+            x = x.to(W_in_t.dtype)
         if ctx.mask is not None:
             if ctx.mask.shape[0] != batch:
                 return None
-            drop = ctx.drop.get(1)
-            if drop is None:  # once per call, shared by all adapters
-                drop = ctx.drop[1] = ~ctx.mask[:, -1:, None].to(u.device)
-            u = u.masked_fill(drop, 0.0)
-        a, W_in, W_out = adapter._decode_kernel()
-        x = u.view(batch, -1)
-        if x.dtype != W_in.dtype:
-            x = x.to(W_in.dtype)
-        s = torch.addcmul(F.linear(x, W_in), a, s0)  # (B, N)
+            keep = ctx.keep.get(x.dtype)
+            if keep is None:  # once per call, shared by all adapters: (B, 1) of 0/1
+                keep = ctx.keep[x.dtype] = ctx.mask[:, -1:].to(x.device, x.dtype)
+            x = x * keep  # a padded token feeds a zero stream (finite streams)
+        s = torch.addcmul(torch.mm(x, W_in_t), a, s0)  # (B, N)
         key = adapted.adapter_name
         ctx.length = 1
         ctx.new_states[key], ctx.start_states[key], ctx.history[key] = s, s0, [s]
-        if h.dtype == W_out.dtype:
-            return torch.addmm(h.reshape(batch, -1), s, W_out.t()).view(h.shape)
-        return h + F.linear(s, W_out).to(h.dtype).view(h.shape)
+        if h.dtype == W_out_t.dtype and h.is_contiguous():
+            return torch.addmm(h.view(batch, -1), s, W_out_t).view(h.shape)
+        return h + torch.mm(s, W_out_t).to(h.dtype).view(h.shape)
 
     def branch(self, adapted: nn.Module, u: torch.Tensor) -> torch.Tensor:
         """Adapter output (B, L, H) for stream ``u`` (B, L, H) inside the current model call.

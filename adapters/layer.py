@@ -13,7 +13,6 @@ import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
 
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 from adapters.scan import _autocast_on
@@ -280,14 +279,15 @@ class HRMAdapter(nn.Module):
             In the adapter's dtype.
         state : torch.Tensor, shape (B, N)
         """
-        a, W_in, W_out = self._decode_kernel()
-        if x_t.dtype != W_in.dtype:
-            x_t = x_t.to(W_in.dtype)
-        s = torch.addcmul(F.linear(x_t, W_in), a, state)  # (B, N)
-        return F.linear(s, W_out), s
+        a, W_in_t, W_out_t = self._decode_kernel()
+        if x_t.dtype != W_in_t.dtype:
+            x_t = x_t.to(W_in_t.dtype)
+        s = torch.addcmul(torch.mm(x_t, W_in_t), a, state)  # (B, N)
+        return torch.mm(s, W_out_t), s
 
     def _decode_kernel(self):
-        """``(ā, B̄, gate · C)`` of a real-mode SSM, recomputed when a tensor changed."""
+        """``(ā, B̄ᵀ, (gate · C)ᵀ)`` of a real-mode SSM (contiguous, for ``mm``), recomputed
+        when a tensor changed."""
         ssm = self.ssm
         tensors = (*ssm._parameters.values(), *ssm._buffers.values(), self.gate)
         key = (self.gate.dtype, self.gate.device, *(t._version for t in tensors),
@@ -295,6 +295,7 @@ class HRMAdapter(nn.Module):
         cached = self.__dict__.get("_decode_cache")
         if cached is None or cached[0] != key:
             a, _, W_in, W_out = ssm._compute_projections()
-            cached = (key, (a, W_in, self.gate.to(W_out.dtype) * W_out))
+            W_out = self.gate.to(W_out.dtype) * W_out
+            cached = (key, (a, W_in.t().contiguous(), W_out.t().contiguous()))
             self.__dict__["_decode_cache"] = cached
         return cached[1]
