@@ -26,6 +26,13 @@ apply the same permutation to the states, and ``copy.deepcopy(cache)`` copies th
 after each of the last :data:`HISTORY_MAX_LEN` tokens of the latest chunk are kept too, so a
 ``crop`` back into that chunk (assisted decoding rejecting draft tokens) resumes exactly; a
 crop further back raises :class:`AdapterError`. Nothing depends on ``cache_position``.
+
+Decode weights. A one-token continuation runs in four kernels on the adapter's discretised,
+pre-transposed weights (:meth:`adapters.layer.HRMAdapter.decode_kernel`); they are computed at
+the first continuation step of a cache and kept with it, so the adapters' weights are read
+once per generation (a change to them takes effect with the next cache). Nothing else is
+memoised: a tensor's version counter does not see every update (``.data`` writes), so plain
+forward calls always discretise afresh.
 """
 
 from __future__ import annotations
@@ -64,6 +71,7 @@ class _StateRecord:
     chunk_start: int | None = None
     start_states: dict[str, torch.Tensor] | None = None
     history: dict[str, list[torch.Tensor]] | None = None  # states after each chunk token
+    kernels: dict[str, tuple] = field(default_factory=dict)  # decode weights, read once per cache
 
     def states_at(self, past: int) -> dict[str, torch.Tensor]:
         if past == self.seen:
@@ -100,6 +108,7 @@ class _Context:
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
     drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
     keep: dict[Any, torch.Tensor] = field(default_factory=dict)  # dtype -> (B, 1) last token
+    kernels: dict[str, tuple] = field(default_factory=dict)  # carried with the cache
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -294,11 +303,13 @@ class AdapterRuntime:
                     "prompt through the adapted model (not the base model) to fill the cache"
                 )
             initial = record.states_at(past)
+        kernels = record.kernels if stateful and past > 0 else {}
         ids = bound.get("input_ids")
         ids = bound.get("inputs_embeds") if ids is None else ids
         batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
         return _Context(stateful=stateful, past=past, cache=cache, initial=initial,
-                        mask=None if mask is None else mask.bool(), batch=batch)
+                        mask=None if mask is None else mask.bool(), batch=batch,
+                        kernels=kernels)
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         ctx = self._stack.pop() if self._stack else None
@@ -314,7 +325,7 @@ class AdapterRuntime:
         kept = len(next(iter(ctx.history.values())))
         _store_on_cache(cache, self.uid, _StateRecord(
             seen=seen, states=ctx.new_states, chunk_start=seen - kept,
-            start_states=ctx.start_states, history=ctx.history,
+            start_states=ctx.start_states, history=ctx.history, kernels=ctx.kernels,
         ))
         return None
 
@@ -349,7 +360,10 @@ class AdapterRuntime:
         batch = u.shape[0]
         if s0 is None or s0.shape[0] != batch or not adapter.decodes_fast(u):
             return None
-        a, W_in_t, W_out_t = adapter._decode_kernel()
+        kernel = ctx.kernels.get(adapted.adapter_name)
+        if kernel is None:  # the weights are read once per cache (one generation)
+            kernel = ctx.kernels[adapted.adapter_name] = adapter.decode_kernel()
+        a, W_in_t, W_out_t = kernel
         x = u.view(batch, -1)  # (B, H)
         if x.dtype != W_in_t.dtype:
             x = x.to(W_in_t.dtype)

@@ -262,16 +262,17 @@ class HRMAdapter(nn.Module):
         return not (self.ssm.n_complex or torch.is_grad_enabled()
                     or _autocast_on(x_t.device.type))
 
-    def decode_step(self, x_t, state):
+    def decode_step(self, x_t, state, kernel=None):
         """Unchecked decoding step ``s = ā s + B̄ x_t``, ``y = (gate C) s`` (three kernels).
 
-        For callers that checked the shapes and :meth:`decodes_fast` (cached generation);
-        the discretisation and ``gate · C`` are memoised until a parameter changes.
+        For callers that checked the shapes and :meth:`decodes_fast` (cached generation).
 
         Parameters
         ----------
         x_t : torch.Tensor, shape (B, H)
         state : torch.Tensor, shape (B, N)
+        kernel : tuple, optional
+            :meth:`decode_kernel`, when the caller keeps it (computed here otherwise).
 
         Returns
         -------
@@ -279,23 +280,22 @@ class HRMAdapter(nn.Module):
             In the adapter's dtype.
         state : torch.Tensor, shape (B, N)
         """
-        a, W_in_t, W_out_t = self._decode_kernel()
+        a, W_in_t, W_out_t = self.decode_kernel() if kernel is None else kernel
         if x_t.dtype != W_in_t.dtype:
             x_t = x_t.to(W_in_t.dtype)
         s = torch.addcmul(torch.mm(x_t, W_in_t), a, state)  # (B, N)
         return torch.mm(s, W_out_t), s
 
-    def _decode_kernel(self):
-        """``(ā, B̄ᵀ, (gate · C)ᵀ)`` of a real-mode SSM (contiguous, for ``mm``), recomputed
-        when a tensor changed."""
-        ssm = self.ssm
-        tensors = (*ssm._parameters.values(), *ssm._buffers.values(), self.gate)
-        key = (self.gate.dtype, self.gate.device, *(t._version for t in tensors),
-               *(t.data_ptr() for t in tensors))
-        cached = self.__dict__.get("_decode_cache")
-        if cached is None or cached[0] != key:
-            a, _, W_in, W_out = ssm._compute_projections()
-            W_out = self.gate.to(W_out.dtype) * W_out
-            cached = (key, (a, W_in.t().contiguous(), W_out.t().contiguous()))
-            self.__dict__["_decode_cache"] = cached
-        return cached[1]
+    def decode_kernel(self):
+        """``(ā, B̄ᵀ, (gate · C)ᵀ)`` of a real-mode SSM, contiguous, for :meth:`decode_step`.
+
+        Returns
+        -------
+        a : torch.Tensor, shape (N,)
+        W_in_t : torch.Tensor, shape (H, N)
+        W_out_t : torch.Tensor, shape (N, H)
+            With the gate folded in.
+        """
+        a, _, W_in, W_out = self.ssm._projections()
+        W_out = self.gate.to(W_out.dtype) * W_out
+        return a, W_in.t().contiguous(), W_out.t().contiguous()

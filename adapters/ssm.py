@@ -492,25 +492,6 @@ class DiagonalSSM(nn.Module):
         return functools.partial(_chunked_core, T=None)  # chunk length by L (auto_chunk)
 
     def _projections(self):
-        """:meth:`_compute_projections`, memoised while autograd is off (decoding).
-
-        Without grad the discretisation is recomputed only when a parameter or buffer changed
-        (its version counter or storage), so a decode step costs two small matmuls and the
-        update, not a float64 ZOH per layer and token. With grad enabled, or while compiling,
-        it is recomputed (part of the graph).
-        """
-        if torch.is_grad_enabled() or torch.compiler.is_compiling():
-            return self._compute_projections()
-        tensors = (*self._parameters.values(), *self._buffers.values())
-        key = (tensors[0].dtype, tensors[0].device, *(t._version for t in tensors),
-               *(t.data_ptr() for t in tensors))
-        cached = self.__dict__.get("_projection_cache")
-        if cached is None or cached[0] != key:
-            cached = (key, self._compute_projections())
-            self.__dict__["_projection_cache"] = cached
-        return cached[1]
-
-    def _compute_projections(self):
         """Poles and the ONE input and ONE output projection of all modes together.
 
         Returns ``(a_r, a_c, W_in, W_out)``. ``v = x W_in^T`` holds the complex modes' inputs

@@ -285,3 +285,21 @@ def test_no_cache_deprecation_warning_from_our_code_paths(caplog):
     logged = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert not deprecations and not logged, (deprecations, logged)
     assert get_adapter_states(out.cache)
+
+
+def test_weights_changed_between_generations_are_used(monkeypatch):
+    """A change invisible to version counters (``.data`` writes, as some optimizers do) is
+    picked up by the next generation, cached and uncached alike (no stale memo)."""
+    model = adapted("llama")
+    prompt = ids(2, 6)
+    first = model.generate(prompt, max_new_tokens=4, **GEN)
+    with torch.no_grad():
+        model(prompt, use_cache=False)
+        for a in find_adapters(model).values():
+            a.adapter.ssm.B.data.mul_(3.0)
+            a.adapter.gate.data.fill_(-0.7)
+    cached = model.generate(prompt, max_new_tokens=4, **GEN)
+    uncached = model.generate(prompt, max_new_tokens=4, use_cache=False, **GEN)
+    assert max_diff(first.logits, cached.logits) > 1e-3
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert max_diff(cached.logits, uncached.logits) < TOL
