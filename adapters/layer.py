@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
-from adapters.scan import _autocast_on
+from adapters.scan import autocast_on
 from adapters.ssm import DiagonalSSM
 
 __all__ = ["HRMAdapter", "READS"]
@@ -260,7 +260,7 @@ class HRMAdapter(nn.Module):
         bool
         """
         return not (self.ssm.n_complex or torch.is_grad_enabled()
-                    or _autocast_on(x_t.device.type))
+                    or autocast_on(x_t.device.type))
 
     def decode_step(self, x_t, state, kernel=None):
         """Unchecked decoding step ``s = ā s + B̄ x_t``, ``y = (gate C) s`` (three kernels).

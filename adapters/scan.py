@@ -173,7 +173,7 @@ class _ParallelScan(torch.autograd.Function):
         return grad_u, grad_a, grad_s0, None
 
 
-def _run(u, a, s0, core, check=True):
+def run_core(u, a, s0, core, check=True):
     """Validate, cast to the compute dtype, run ``core`` with autocast off, cast back.
 
     ``check=False`` skips the validation (and its device sync); for callers such as
@@ -186,7 +186,7 @@ def _run(u, a, s0, core, check=True):
     if u.shape[1] == 0:
         return _empty(u, s0_c, out)
     args = (u.to(compute), a.to(compute), s0_c, core)
-    if _autocast_on(u.device.type):
+    if autocast_on(u.device.type):
         with torch.autocast(device_type=u.device.type, enabled=False):
             s = _ParallelScan.apply(*args)  # (B, L, N)
     else:  # entering the context costs more than a short scan
@@ -195,7 +195,7 @@ def _run(u, a, s0, core, check=True):
     return s, s[:, -1]
 
 
-def _autocast_on(device_type):
+def autocast_on(device_type):
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # torch < 2.4: no device argument
@@ -223,10 +223,10 @@ def _fast_len(n: int) -> int:
 # --------------------------------------------------------------------------- FFT scan
 
 
-def _fft_core(u, a, s0, reverse=False):
+def fft_core(u, a, s0, reverse=False):
     """FFT scan on validated compute-dtype tensors (no autograd)."""
     if reverse:  # s_t = a s_{t+1} + u_t with s_L = s0
-        return _fft_core(u.flip(1), a, s0).flip(1)
+        return fft_core(u.flip(1), a, s0).flip(1)
     L = u.shape[1]
     n = _fast_len(2 * L)
     P = _powers(a, L + 1, u.dtype)  # (L + 1, N), P[k] = a^k
@@ -292,7 +292,7 @@ def fft_scan(u, a, s0=None):
     >>> bool((s - recurrent_scan(u, a)[0]).abs().max() < 1e-12)
     True
     """
-    return _run(u, a, s0, _fft_core)
+    return run_core(u, a, s0, fft_core)
 
 
 # --------------------------------------------------------------------------- chunked scan
@@ -326,7 +326,7 @@ def auto_chunk(L: int) -> int:
     return max(1, -(-L // nc))
 
 
-def _chunked_core(u, a, s0, T=None, reverse=False):
+def chunked_core(u, a, s0, T=None, reverse=False):
     """Blocked scan on validated compute-dtype tensors (no autograd), by device.
 
     ``reverse=True`` runs ``s_t = a s_{t+1} + u_t`` with ``s_L = s0`` (the adjoint scan).
@@ -531,7 +531,7 @@ def chunked_scan(u, a, s0=None, chunk=None):
     ):
         raise AdapterConfigError(f"`chunk` must be a positive int or None; got {chunk!r}")
     T = None if chunk is None else int(chunk)
-    return _run(u, a, s0, functools.partial(_chunked_core, T=T))
+    return run_core(u, a, s0, functools.partial(chunked_core, T=T))
 
 
 # --------------------------------------------------------------------------- recurrent scan

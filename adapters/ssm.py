@@ -40,7 +40,7 @@ from adapters.exceptions import (
     AdapterDtypeError,
     AdapterShapeError,
 )
-from adapters.scan import _autocast_on, _chunked_core, _fft_core, _run
+from adapters.scan import autocast_on, chunked_core, fft_core, run_core
 from adapters.ssm_lti import check_modal, lti_state_map, modal_to_lti
 
 __all__ = ["DiagonalSSM", "MODES", "SCANS"]
@@ -488,8 +488,8 @@ class DiagonalSSM(nn.Module):
 
     def _core(self):
         if self.scan == "fft":
-            return _fft_core
-        return functools.partial(_chunked_core, T=None)  # chunk length by L (auto_chunk)
+            return fft_core
+        return functools.partial(chunked_core, T=None)  # chunk length by L (auto_chunk)
 
     def _projections(self):
         """Poles and the ONE input and ONE output projection of all modes together.
@@ -546,16 +546,16 @@ class DiagonalSSM(nn.Module):
         projection follows autocast, the scans run in the state precision.
         """
         s_r0, s_c0 = self._split_state(state, u.shape[0])
-        x = u if _autocast_on(u.device.type) else u.to(self._param_dtype())
+        x = u if autocast_on(u.device.type) else u.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections()
         core = self._core()
         # one projection for all modes; the scans run in their precision (autocast-proof)
         v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, L, n_*)
         s_c = s_r = last_c = last_r = None
         if v_c is not None:
-            s_c, last_c = _run(v_c, a_c, s_c0, core, check=False)  # (B, L, n_complex)
+            s_c, last_c = run_core(v_c, a_c, s_c0, core, check=False)  # (B, L, n_complex)
         if v_r is not None:
-            s_r, last_r = _run(v_r, a_r, s_r0, core, check=False)  # (B, L, n_real)
+            s_r, last_r = run_core(v_r, a_r, s_r0, core, check=False)  # (B, L, n_real)
         return s_c, s_r, last_c, last_r, W_out
 
     def trajectory(self, u, state=None):
@@ -671,7 +671,7 @@ class DiagonalSSM(nn.Module):
         self._check_input(u, 3)
         s_c, s_r, last_c, last_r, W_out = self._scan(u, state)
         y = self._readout(s_c, s_r, W_out)  # (B, L, H)
-        if not _autocast_on(u.device.type):
+        if not autocast_on(u.device.type):
             y = y.to(u.dtype)
         if return_state:
             return y, self._join_state(last_r, last_c)
@@ -696,7 +696,7 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(x_t, 2)
         s_r0, s_c0 = self._split_state(state, x_t.shape[0])
-        autocast = _autocast_on(x_t.device.type)
+        autocast = autocast_on(x_t.device.type)
         x = x_t if autocast else x_t.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections()
         v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, n_*)

@@ -145,3 +145,23 @@ def test_adapters_modules_import_without_a_cycle():
         for dep in deps:
             importlib.import_module(dep)  # every edge names a real module
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def _private_imports(package_dir: Path, package: str) -> list[str]:
+    """``module: from x import _name`` for every import of another module's private name."""
+    bad = []
+    for path in sorted(package_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.split(".")[0] in ("adapters", "lti")):
+                bad += [f"{package}.{path.stem}: from {node.module} import {a.name}"
+                        for a in node.names if a.name.startswith("_")]
+    return bad
+
+
+def test_no_private_names_imported_across_modules(tmp_path):
+    assert _private_imports(PACKAGE, "adapters") == []
+    # the check sees one: a module importing another's private helper
+    (tmp_path / "m.py").write_text("from adapters.scan import _fast_len\n")
+    found = _private_imports(tmp_path, "adapters")
+    assert found == ["adapters.m: from adapters.scan import _fast_len"]

@@ -241,7 +241,7 @@ def test_reduced_forward_uses_parallel_scan_and_trains(base, monkeypatch, scan):
     report = reduce(model, order=5)  # odd order: a real mode plus complex pairs
     assert any(x.n_real_after and x.n_complex_after for x in report.layers)
     calls = {"core": 0}
-    name = "_fft_core" if scan == "fft" else "_chunked_core"
+    name = "fft_core" if scan == "fft" else "chunked_core"
     core = getattr(adapters.ssm, name)
 
     def counting(*args, **kwargs):

@@ -26,11 +26,11 @@ from adapters.scan import (
     _doubling_scan,
     _fast_len,
     _powers_at,
-    _run,
     auto_chunk,
     chunked_scan,
     fft_scan,
     recurrent_scan,
+    run_core,
 )
 
 SCANS = {
@@ -38,7 +38,8 @@ SCANS = {
     "chunked": chunked_scan,
     "chunked7": lambda u, a, s0=None: chunked_scan(u, a, s0, chunk=7),
     # the accelerator (matmul) form of the chunked scan, exercised on CPU too
-    "matmul7": lambda u, a, s0=None: _run(u, a, s0, functools.partial(_chunked_matmul_core, T=7)),
+    "matmul7": lambda u, a, s0=None: run_core(u, a, s0,
+                                              functools.partial(_chunked_matmul_core, T=7)),
 }
 WIDE = {torch.float32: torch.float64, torch.complex64: torch.complex128}
 
