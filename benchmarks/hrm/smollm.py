@@ -17,6 +17,7 @@ over the characters of the predicted tokens (the first token of a window is not 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ def make_windows(tokenizer, text: str, seq_len: int = 256) -> Windows:
 
 
 class _StopForwardError(Exception):
-    pass
+    """Raised by the hook on the first adapted block: the forward below it is all we need."""
 
 
 @torch.no_grad()
@@ -135,10 +136,8 @@ def cache_hidden_states(model: nn.Module, ids: torch.Tensor, first: int, *,
     try:
         for i in tqdm(range(0, len(ids), batch_size), desc=f"cache blocks < {first}",
                       disable=not progress, leave=False):
-            try:
+            with contextlib.suppress(_StopForwardError):
                 model(input_ids=ids[i:i + batch_size], use_cache=False)
-            except _StopForwardError:
-                pass
     finally:
         handle.remove()
     return torch.cat(got)

@@ -263,8 +263,8 @@ def test_atomic_write_replaces_and_a_failed_write_leaves_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]  # no temporary left
     atomic_write_text(target, "new ü")
     assert target.read_text(encoding="utf-8") == "new ü"
-    with pytest.raises(ValueError, match="`mode`"), atomic_open(target, "a"):
-        pass
+    with pytest.raises(ValueError, match="`mode`"):
+        atomic_open(target, "a").__enter__()
 
 
 def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):

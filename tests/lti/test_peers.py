@@ -266,8 +266,6 @@ def _infinite_or_refused(f, G) -> bool:
 def test_control_sysnorm_poles_on_unit_circle(norm):
     """python-control (and MATLAB) answer inf with a warning; lti must not return a finite
     number (it returned 4.55e13 and 2.74e6 before issue 14 item 4)."""
-    if not _infinite_or_refused(norm, _undamped_oscillator()):
-        pytest.xfail("issue 14 item 4 (lti-core): poles on the unit circle accepted as stable")
     assert _infinite_or_refused(norm, _undamped_oscillator())
 
 
