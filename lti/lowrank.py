@@ -51,7 +51,6 @@ not enough.
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -59,6 +58,14 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from lti._adi_shifts import (
+    ShiftedSolves,
+    auto_shifts,
+    mu_of_p,
+    pair_shifts,
+    splu_solver,
+    user_shifts,
+)
 from lti._validation import as_float_matrix
 from lti.exceptions import (
     InvalidArgumentError,
@@ -80,15 +87,9 @@ __all__ = [
     "splu_solver",
 ]
 
-_ARNOLDI_STEPS = 20  # Arnoldi steps with A
-_SI_STEPS = 12  # shift-invert Arnoldi steps with (A - mu_0 I)^{-1}
-_MAX_SHIFTS = 24
-#: Cost of one sparse LU in single-column solves, for choosing the number of shifts (a
-#: fixed model, so that the shifts depend on the input only; measured with splu on 2-D
-#: grids, n = 1e3...1e5: 40-140).
-_LU_COST_IN_SOLVES = 100.0
 #: Relative ADI residual beyond which the iteration is declared divergent (unstable A).
 _DIVERGED = 1e8
+_EPS_F = float(np.finfo(np.float64).eps)
 
 
 def is_sparse(A) -> bool:
@@ -144,32 +145,6 @@ def as_sparse_state_matrix(name: str, A) -> sp.csr_matrix:
     return M
 
 
-def splu_solver(M):
-    """Default sparse factorisation hook: :func:`scipy.sparse.linalg.splu` of ``M``.
-
-    Parameters
-    ----------
-    M : scipy.sparse matrix, shape (n, n)
-        ``A - mu I`` (real or complex).
-
-    Returns
-    -------
-    scipy.sparse.linalg.SuperLU
-        Has ``solve(rhs, trans)`` with ``trans`` in ``{"N", "T"}``.
-
-    Notes
-    -----
-    A structurally symmetric pattern uses the ``MMD_AT_PLUS_A`` ordering (about half the
-    fill of the default for 2-D grids, hence faster solves); other patterns ``COLAMD``.
-    """
-    from scipy.sparse.linalg import splu
-
-    M = sp.csc_matrix(M)
-    S = M.astype(bool)
-    symmetric = (S != S.T).nnz == 0
-    return splu(M, permc_spec="MMD_AT_PLUS_A" if symmetric else "COLAMD")
-
-
 @dataclass(frozen=True, eq=False)
 class LowRankFactor:
     """A low-rank Gramian factor and how it was obtained.
@@ -192,6 +167,9 @@ class LowRankFactor:
         The ADI shifts ``mu`` used (``A - mu I`` factorised once each).
     converged : bool
         Whether ``adi_residual <= tol``.
+    hsv_rel_error : float or None
+        From :func:`lowrank_gramian_factors` with ``hsv_rtol``: the estimated relative
+        error of the leading Hankel singular values of the pair (else ``None``).
     """
 
     Z: np.ndarray
@@ -201,6 +179,7 @@ class LowRankFactor:
     iterations: int
     shifts: np.ndarray
     converged: bool
+    hsv_rel_error: float | None = None
 
     @property
     def rank(self) -> int:
@@ -208,239 +187,117 @@ class LowRankFactor:
         return self.Z.shape[1]
 
 
-class _ShiftedSolves:
-    """Cache of factorisations of ``A - mu I``, one per distinct shift, both orientations."""
-
-    def __init__(self, A: sp.csr_matrix, solver):
-        self.A = A
-        self.solver = splu_solver if solver is None else solver
-        self.cache: dict[complex, object] = {}
-        self.t_factor: list[float] = []
-        self.t_solve: list[float] = []  # seconds per right-hand-side column
-
-    def solve(self, mu: complex, R: np.ndarray, trans: bool) -> np.ndarray:
-        key = complex(mu)
-        if key not in self.cache:
-            n = self.A.shape[0]
-            dtype = np.float64 if key.imag == 0 else np.complex128
-            shift = key.real if key.imag == 0 else key
-            M = self.A.astype(dtype) - shift * sp.eye(n, dtype=dtype)
-            t = time.perf_counter()
-            try:
-                self.cache[key] = self.solver(sp.csc_matrix(M))
-            except RuntimeError as exc:  # splu: "Factor is exactly singular"
-                raise SolverError(f"sparse LU of A - mu I failed at mu = {key:.6g}") from exc
-            self.t_factor.append(time.perf_counter() - t)
-        lu, tr = self.cache[key], "T" if trans else "N"
-        t = time.perf_counter()
-        if key.imag != 0:
-            X = np.asarray(lu.solve(np.asfortranarray(R, dtype=np.complex128), trans=tr))
-        elif np.iscomplexobj(R):  # real factorisation, complex data: two real solves
-            RR = np.asfortranarray(np.hstack([R.real, R.imag]))
-            XX = np.asarray(lu.solve(RR, trans=tr)).reshape(RR.shape)
-            X = XX[:, : R.shape[1]] + 1j * XX[:, R.shape[1] :]
-        else:
-            X = np.asarray(lu.solve(np.asfortranarray(R), trans=tr))
-        self.t_solve.append((time.perf_counter() - t) / max(R.shape[1], 1))
-        return X.reshape(R.shape)
-
-
-# ------------------------------------------------------------------------- shifts
-
-
-def _arnoldi_ritz(op, v0: np.ndarray, k: int) -> np.ndarray:
-    """Ritz values of ``op`` from k Arnoldi steps started at ``v0`` (complex128)."""
-    n = v0.size
-    k = min(k, n)
-    V = np.zeros((n, k + 1), dtype=v0.dtype)
-    H = np.zeros((k + 1, k), dtype=v0.dtype)
-    V[:, 0] = v0 / np.linalg.norm(v0)
-    j_end = k
-    for j in range(k):
-        w = op(V[:, j])
-        for _ in range(2):  # classical Gram-Schmidt, twice
-            h = V[:, : j + 1].conj().T @ w
-            w = w - V[:, : j + 1] @ h
-            H[: j + 1, j] += h
-        H[j + 1, j] = np.linalg.norm(w)
-        if H[j + 1, j] <= 1e-12 * np.linalg.norm(H[: j + 2, j]):
-            j_end = j + 1
-            break
-        V[:, j + 1] = w / H[j + 1, j]
-    return np.linalg.eigvals(H[:j_end, :j_end]).astype(np.complex128)
-
-
-def _cayley(lam: np.ndarray) -> np.ndarray:
-    """``f = (lambda - 1) / (lambda + 1)``: Stein spectrum -> continuous spectrum."""
-    return (lam - 1.0) / (lam + 1.0)
-
-
-def _mu_of_p(p: complex) -> complex:
-    return (1.0 - p) / (1.0 + p)
-
-
-def _adi_gain(P: np.ndarray, F: np.ndarray) -> np.ndarray:
-    """``prod_j |(f - conj(p_j)) / (f + p_j)|`` for each f: one ADI cycle's reduction."""
-    out = np.ones(F.shape, dtype=np.float64)
-    for p in P:
-        out *= np.abs((F - np.conj(p)) / (F + p))
-    return out
-
-
-def _penzl(R: np.ndarray, J: int) -> np.ndarray:
-    """Penzl's heuristic: J shifts from the candidate set R (Re R < 0), conjugates paired."""
-    cands = np.unique(np.round(R, 14))
-    if cands.size == 0:
-        raise SolverError("no stable Ritz values to choose ADI shifts from")
-
-    def with_conj(p):
-        return [p] if abs(p.imag) <= 1e-12 * abs(p) else [p, np.conj(p)]
-
-    best, best_val = None, np.inf
-    for p in cands:  # first shift: minimise the max gain over the candidate set
-        val = float(np.max(_adi_gain(np.array(with_conj(p)), cands)))
-        if val < best_val:
-            best, best_val = p, val
-    P = with_conj(best)
-    while len(P) < J:
-        g = _adi_gain(np.array(P), cands)
-        p = cands[int(np.argmax(g))]
-        if np.max(g) <= 0:
-            break
-        P.extend(with_conj(p))
-    return np.array(P)
-
-
-def _log_shifts(a: float, b: float, J: int) -> np.ndarray:
-    """J real shifts ``-a (b/a)^((j - 1/2)/J)`` on ``[a, b]`` (near-optimal for real
-    spectra in ``[-b, -a]``)."""
-    if J == 1 or b <= a:
-        return np.array([-math.sqrt(a * b)], dtype=np.complex128)
-    j = np.arange(J) + 0.5
-    return (-a * (b / a) ** (j / J)).astype(np.complex128)
-
-
-def _auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: _ShiftedSolves, tol: float,
-                 n_shifts: int | None, trans: bool = False) -> np.ndarray:
-    """ADI shifts ``p`` (continuous side, Re p < 0) from Ritz values; see module notes."""
-    n = A.shape[0]
-    rng = np.random.default_rng(0)
-    v0 = B @ np.ones(B.shape[1]) + 1e-3 * np.linalg.norm(B) / math.sqrt(n) * rng.standard_normal(n)
-    if not np.any(v0):
-        v0 = rng.standard_normal(n)
-    v0 = v0.astype(np.complex128)
-    ritz_A = _arnoldi_ritz((lambda v: A.T @ v) if trans else (lambda v: A @ v), v0,
-                           _ARNOLDI_STEPS)
-    inside = ritz_A[np.abs(ritz_A) < 1.0]
-    if inside.size == 0:
-        raise UnstableSystemError(
-            "the Ritz values of the sparse `A` all lie on or outside the unit circle "
-            f"(largest modulus {np.max(np.abs(ritz_A)):.6g}); `A` must be Schur-stable"
-        )
-    # first shift: mirror of the Ritz value closest to lambda = 1 (slowest decay)
-    f_all = _cayley(inside)
-    theta = inside[int(np.argmin(np.abs(f_all)))]
-    theta = complex(min(abs(theta), 1.0 - 1e-8) * np.exp(1j * np.angle(theta)))
-    if abs(theta.imag) <= 1e-10:
-        theta = complex(theta.real)
-    mu0 = 1.0 / theta if theta != 0 else complex(2.0)
-    if mu0.imag == 0 and mu0.real < 0:
-        mu0 = complex(-mu0.real)  # prefer the slow end near +1
-    si = _arnoldi_ritz(lambda v: solves.solve(mu0, v[:, None], trans)[:, 0], v0, _SI_STEPS)
-    si = si[np.abs(si) > 0]
-    ritz_si = mu0 + 1.0 / si
-    ritz = np.concatenate([inside, ritz_si[np.abs(ritz_si) < 1.0]])
-    F = _cayley(ritz)
-    F = F[np.real(F) < 0]
-    p0 = _cayley(1.0 / mu0)  # the shift whose LU already exists
-    real_set = np.all(np.abs(F.imag) <= 1e-8 * np.abs(F)) and abs(p0.imag) == 0
-    if real_set:
-        a = float(np.min(-F.real))
-        b = float(np.max(-F.real))
-        a = min(a, -p0.real)
-        t_sol = float(max(B.shape[1], 1))  # in units of one single-column solve
-        t_lu = _LU_COST_IN_SOLVES
-        grid = -np.geomspace(a, b, 400)
-        best = None
-        for J in ([n_shifts] if n_shifts else range(1, _MAX_SHIFTS + 1)):
-            P = _log_shifts(a, b, J)
-            k = int(np.argmin(np.abs(np.log(-P.real) - math.log(-p0.real))))
-            P[k] = p0
-            gain = float(np.max(_adi_gain(P, grid)))
-            cycles = math.ceil(0.5 * math.log(tol) / math.log(gain)) if gain < 1 else 10**6
-            cost = (J - 1) * t_lu + 2.0 * cycles * J * t_sol
-            if best is None or cost < best[0]:
-                best = (cost, P)
-        P = best[1]
-    else:
-        J = n_shifts or 10
-        P = _penzl(np.concatenate([F, [p0]]), J)
-        if not np.any(np.isclose(P, p0)):
-            P = np.concatenate([[p0], P])
-    # order: cycle from the slow end (smallest |p|) to the fast end
-    return P[np.argsort(np.abs(P), kind="stable")]
-
-
-def _pair_shifts(P: np.ndarray) -> list[complex]:
-    """Keep one member (Im > 0) of each conjugate pair, the real ones as they are."""
-    out = []
-    for p in P:
-        p = complex(p)
-        if abs(p.imag) <= 1e-12 * abs(p):
-            out.append(complex(p.real))
-        elif p.imag > 0:
-            out.append(p)
-        elif not any(np.isclose(np.conj(p), q) for q in P):
-            out.append(np.conj(p))
-    return out
-
-
 # ------------------------------------------------------------------------- ADI
 
 
-def _adi(solves: _ShiftedSolves, B: np.ndarray, trans: bool, shifts: list[complex], tol: float,
-         max_iter: int):
-    """Low-rank ADI in Stein form. Returns ``(Z, W, iterations, rel_adi_residual)``."""
-    n, m = B.shape
-    scale = float(np.linalg.norm(B.T @ B, 2))
-    if scale == 0.0:
-        return np.zeros((n, 0)), B.copy(), 0, 0.0
-    W = B.copy()
-    cols = []
-    it, j = 0, 0
-    res = 1.0
-    while it < max_iter:
-        p = shifts[j % len(shifts)]
-        j += 1
-        mu = _mu_of_p(p)
-        Y = solves.solve(mu, W, trans)
+class _ADIRun:
+    """Low-rank ADI in Stein form for one right-hand side, advanced one shift at a time."""
+
+    def __init__(self, solves: ShiftedSolves, B: np.ndarray, trans: bool,
+                 shifts: list[complex]):
+        self.solves, self.trans, self.shifts = solves, trans, shifts
+        self.scale = float(np.linalg.norm(B.T @ B, 2))
+        self.W = B.copy()
+        self.cols: list[np.ndarray] = []
+        self.it, self.j = 0, 0
+        self.res = 1.0 if self.scale else 0.0  # ||W^T W|| / ||B^T B||
+
+    def step(self) -> None:
+        """One shift (a complex pair: two steps); appends columns, updates ``W``."""
+        p = self.shifts[self.j % len(self.shifts)]
+        self.j += 1
+        mu = mu_of_p(p)
+        W = self.W
+        Y = self.solves.solve(mu, W, self.trans)
         V = (1.0 + mu) * Y / math.sqrt(2.0)  # (F + p I)^{-1} W_F
         U = 0.5 * (1.0 + mu) * (W + (1.0 + mu) * Y)  # (A + I) V / sqrt(2)
         if p.imag == 0:
             pr = p.real
-            cols.append(math.sqrt(-2.0 * pr) * V.real)
-            W = W - 2.0 * pr * U.real
-            it += 1
+            self.cols.append(math.sqrt(-2.0 * pr) * V.real)
+            self.W = W - 2.0 * pr * U.real
+            self.it += 1
         else:
             g = 2.0 * math.sqrt(-p.real)
             d = p.real / p.imag
             Vr = V.real + d * V.imag
-            cols.append(g * Vr)
-            cols.append(g * math.sqrt(d * d + 1.0) * V.imag)
-            W = W + g * g * (U.real + d * U.imag)
-            it += 2
-        res = float(np.linalg.norm(W.T @ W, 2)) / scale
+            self.cols.append(g * Vr)
+            self.cols.append(g * math.sqrt(d * d + 1.0) * V.imag)
+            self.W = W + g * g * (U.real + d * U.imag)
+            self.it += 2
+        res = float(np.linalg.norm(self.W.T @ self.W, 2)) / self.scale
         if not np.isfinite(res):
             raise SolverError("low-rank ADI diverged (non-finite residual); is `A` stable?")
         if res > _DIVERGED:  # a step maps a mode lambda to (mu lambda - 1)/(lambda - mu):
             raise UnstableSystemError(  # a contraction iff |lambda| < 1
-                f"low-rank ADI residual grew to {res:.3g} times ||B^T B|| after {it} steps: "
-                "`A` must be Schur-stable (a mode with |lambda| > 1 grows at every step)"
+                f"low-rank ADI residual grew to {res:.3g} times ||B^T B|| after {self.it} "
+                "steps: `A` must be Schur-stable (a mode with |lambda| > 1 grows at every step)"
             )
-        if res <= tol:
-            break
-    Z = np.hstack(cols) if cols else np.zeros((n, 0))
-    return Z, W, it, res
+        self.res = res
+
+    def run(self, tol: float, max_iter: int) -> None:
+        """Steps until ``res <= tol`` or ``max_iter`` steps."""
+        while self.scale and self.it < max_iter and self.res > tol:
+            self.step()
+
+    @property
+    def Z(self) -> np.ndarray:
+        n = self.W.shape[0]
+        return np.hstack(self.cols) if self.cols else np.zeros((n, 0))
+
+
+def _adi(solves: ShiftedSolves, B: np.ndarray, trans: bool, shifts: list[complex], tol: float,
+         max_iter: int):
+    """Low-rank ADI in Stein form. Returns ``(Z, W, iterations, rel_adi_residual)``."""
+    run = _ADIRun(solves, B, trans, shifts)
+    run.run(tol, max_iter)
+    return run.Z, run.W, run.it, run.res
+
+
+def _refine_hsvs(runs: list[_ADIRun], rtol: float, floor: float,
+                 max_iter: int) -> tuple[float, bool]:
+    """Continue both ADI runs cycle by cycle until the leading HSVs are accurate.
+
+    The HSVs ``s_i = sigma_i(Zo^T Zc)`` of ADI iterates increase monotonically to the true
+    ``sigma_i`` (``Zc Zc^T <= P``, ``Zo Zo^T <= Q``), and their error is proportional to
+    the Gramian errors, i.e. to the ADI residuals ``||W^T W||``, which contract by a
+    factor ``q`` per cycle of shifts. So the change ``d_i`` over one cycle estimates the
+    remaining error as ``d_i q / (1 - q)`` (taken twice, for safety). Cycles continue
+    until that estimate is at most ``rtol s_i`` (plus the rounding level of ``Zo^T Zc``)
+    for every ``s_i >= floor s_1``, or ``max_iter``. Returns the final estimate
+    ``max_i est_i / s_i`` over those values (``inf`` when it could not be formed) and
+    whether the rule was met.
+    """
+    rc, ro = runs
+    M = rc.Z.T @ ro.Z  # (kc, ko) = (Zo^T Zc)^T, extended in place below
+    s = np.linalg.svd(M, compute_uv=False)
+    fro2 = [float(np.sum(rc.Z * rc.Z)), float(np.sum(ro.Z * ro.Z))]  # ||Zc||_F^2, ||Zo||_F^2
+    est_rel = np.inf
+    while rc.it < max_iter and ro.it < max_iter:
+        res0 = (rc.res, ro.res)
+        nc, no = len(rc.cols), len(ro.cols)
+        for run in runs:
+            for _ in range(len(run.shifts)):
+                if run.it < max_iter:
+                    run.step()
+        Zc_old, Zo_old = (np.hstack(r.cols[:k]) for r, k in ((rc, nc), (ro, no)))
+        Yc, Yo = np.hstack(rc.cols[nc:]), np.hstack(ro.cols[no:])  # the new columns
+        M = np.block([[M, Zc_old.T @ Yo], [Yc.T @ Zo_old, Yc.T @ Yo]])
+        s_new = np.linalg.svd(M, compute_uv=False)
+        if s_new.size == 0 or s_new[0] == 0.0:  # no Hankel singular value to resolve
+            return 0.0, True
+        q = max(r1 / r0 if r0 > 0 else 0.0
+                for r0, r1 in zip(res0, (rc.res, ro.res), strict=True))
+        d = s_new.copy()
+        d[: s.size] -= s
+        est = 2.0 * np.maximum(d, 0.0) * (q / (1.0 - q)) if q < 1.0 else np.full(d.shape, np.inf)
+        lead = s_new >= floor * s_new[0]
+        fro2 = [fro2[0] + float(np.sum(Yc * Yc)), fro2[1] + float(np.sum(Yo * Yo))]
+        noise = 8.0 * _EPS_F * math.sqrt(fro2[0] * fro2[1])  # rounding level of Zo^T Zc
+        est_rel = float(np.max(est[lead] / s_new[lead]))
+        s = s_new
+        if np.all(est[lead] <= rtol * s_new[lead] + noise):
+            return est_rel, True
+    return est_rel, False
 
 
 def _compress_columns(Z: np.ndarray, drop: float) -> np.ndarray:
@@ -506,19 +363,7 @@ def _check_rhs(name: str, B, n: int) -> np.ndarray:
     return B
 
 
-def _user_shifts(shifts) -> np.ndarray:
-    mu = np.atleast_1d(np.asarray(shifts, dtype=np.complex128))
-    if mu.ndim != 1 or mu.size == 0 or not np.all(np.isfinite(mu)):
-        raise InvalidArgumentError("`shifts` must be 'auto' or a non-empty 1-D array of mu")
-    if np.any(np.abs(mu) <= 1.0):
-        raise InvalidArgumentError(
-            f"ADI shifts `mu` must lie outside the unit disk (|mu| > 1); got min |mu| = "
-            f"{np.min(np.abs(mu)):.6g}"
-        )
-    return _cayley(1.0 / mu)  # p = (1 - mu)/(1 + mu) = f(1/mu)
-
-
-def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol) -> LowRankFactor:
+def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None) -> LowRankFactor:
     if W_res > tol:
         warnings.warn(
             f"low-rank ADI stopped after {it} steps at relative residual {W_res:.3g} > tol = "
@@ -531,18 +376,19 @@ def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol) -> LowRankFactor:
     if ctol is not None and Z.shape[1]:
         Z = _compress_columns(Z, ctol * scale)
     r = lowrank_stein_residual(A, Z, B, transpose=transpose) if scale else 0.0
-    mus = np.array([_mu_of_p(p) for p in P], dtype=np.complex128)
+    mus = np.array([mu_of_p(p) for p in P], dtype=np.complex128)
     Z.setflags(write=False)
     mus.setflags(write=False)
     return LowRankFactor(
         Z=Z, residual=r, rel_residual=r / scale if scale else 0.0, adi_residual=W_res,
-        iterations=it, shifts=mus, converged=W_res <= tol,
+        iterations=it, shifts=mus, converged=W_res <= tol, hsv_rel_error=hsv_err,
     )
 
 
 def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
                             n_shifts: int | None = None, max_iter: int = 500, solver=None,
-                            compress: bool = True):
+                            compress: bool = True, hsv_rtol: float | None = 1e-9,
+                            hsv_floor: float = 1e-6):
     """Low-rank factors of both Gramians of a sparse system, sharing shifts and LUs.
 
     Parameters
@@ -553,30 +399,83 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     C : array_like, shape (p, n)
     tol, shifts, n_shifts, max_iter, solver, compress
         As in :func:`lowrank_factor`.
+    hsv_rtol : float or None, optional
+        Relative accuracy wanted for the leading Hankel singular values
+        ``s_i = sigma_i(Zo^T Zc)``, those with ``s_i >= hsv_floor * s_1``: after both
+        residuals reach `tol`, the ADI iterations continue cycle by cycle until the
+        estimated error of each such value is at most ``hsv_rtol * s_i`` (see Notes).
+        ``None``: stop on the residual alone.
+    hsv_floor : float, optional
+        Which HSVs `hsv_rtol` applies to, relative to the largest (default ``1e-6``: six
+        decades, the range in which reduced orders are usually chosen).
 
     Returns
     -------
     (LowRankFactor, LowRankFactor)
         Controllability (``A, B``) and observability (``A^T, C^T``) factors; the second uses
-        the transposed solves of the same factorisations.
+        the transposed solves of the same factorisations. ``hsv_rel_error`` holds the final
+        estimate of the leading HSVs' relative error (both factors; ``None`` when
+        ``hsv_rtol=None``).
+
+    Warns
+    -----
+    UserWarning
+        `max_iter` steps reached before `tol` or the HSV accuracy.
+
+    Notes
+    -----
+    Residual and HSV error: the ADI iterates satisfy ``Pk = P - Ep``, ``Qk = Q - Eq``
+    with ``Ep`` the controllability Gramian of ``(A, Wc)`` and ``Eq`` the observability
+    Gramian of ``(A, Wo^T)`` (``Wc``, ``Wo`` the residual factors), both positive
+    semidefinite, so ``s_i <= sigma_i``, and by Weyl's inequality
+
+    .. math:: s_i^2 \\le \\sigma_i^2 \\le s_i^2 + \\eta_c^2 + \\eta_o^2,
+
+    ``eta_c`` the Hankel norm of ``(A, Wc, C)``, ``eta_o`` that of ``(A, B, Wo^T)``. The
+    errors are quadratic in ``||W||``, i.e. linear in the residuals ``||W^T W||``, and
+    grow like ``1 / s_i`` relative to ``s_1`` for the small HSVs: a residual of ``1e-10``
+    gives the leading HSV to ~1e-11 but ``sigma_10 ~ 2e-6 sigma_1`` only to ~1e-5 (heat
+    equation, ``benchmarks/bench_sparse.py``). Since the ``s_i`` increase monotonically
+    and the residuals contract by a factor ``q`` per cycle of shifts, the change ``d_i``
+    of ``s_i`` over one cycle estimates the remaining error ``d_i q / (1 - q)``; this is
+    the rule `hsv_rtol` applies (with a safety factor 2). It keeps ``Zc Zc^T <= P`` and
+    ``Zo Zo^T <= Q`` (plain ADI steps), so the HSVs stay certified lower bounds. The
+    column compression then drops at most ``0.05 min(tol, final residual)`` of
+    ``||B^T B||``.
     """
     A = as_sparse_state_matrix("A", A) if is_sparse(A) else sp.csr_matrix(as_float_matrix("A", A))
     n = A.shape[0]
     B = _check_rhs("B", B, n)
     Ct = _check_rhs("C^T", np.asarray(C, dtype=np.float64).T, n)
     tol = _check_tol(tol)
-    solves = _ShiftedSolves(A, solver)
+    if hsv_rtol is not None:
+        hsv_rtol = _check_tol(hsv_rtol)
+    if (isinstance(hsv_floor, bool) or not isinstance(hsv_floor, int | float)
+            or not 0 <= hsv_floor < 1):
+        raise InvalidArgumentError(f"`hsv_floor` must be a number in [0, 1); got {hsv_floor!r}")
+    solves = ShiftedSolves(A, solver)
     both = np.hstack([B / max(np.linalg.norm(B), 1e-300), Ct / max(np.linalg.norm(Ct), 1e-300)])
-    P = (_auto_shifts(A, both, solves, tol, n_shifts) if isinstance(shifts, str)
-         else _user_shifts(shifts))
+    P = (auto_shifts(A, both, solves, tol, n_shifts) if isinstance(shifts, str)
+         else user_shifts(shifts))
     if isinstance(shifts, str) and shifts != "auto":
         raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
-    plist = _pair_shifts(P)
-    ctol = 0.05 * tol if compress else None
+    plist = pair_shifts(P)
+    runs = [_ADIRun(solves, R, trans, plist) for R, trans in ((B, False), (Ct, True))]
+    for run in runs:
+        run.run(tol, max_iter)
+    hsv_err = None
+    if hsv_rtol is not None and all(r.res <= tol for r in runs):
+        hsv_err, met = (_refine_hsvs(runs, hsv_rtol, float(hsv_floor), max_iter)
+                        if all(r.scale for r in runs) else (0.0, True))
+        if not met:
+            warnings.warn(
+                f"low-rank ADI stopped after {max(r.it for r in runs)} steps (max_iter) with "
+                f"an estimated relative error {hsv_err:.3g} of the leading HSVs > hsv_rtol = "
+                f"{hsv_rtol:.3g} (raise max_iter or hsv_rtol)", UserWarning, stacklevel=2)
     out = []
-    for R, trans in ((B, False), (Ct, True)):
-        Z, _, it, res = _adi(solves, R, trans, plist, tol, max_iter)
-        out.append(_finish(A, Z, R, trans, res, it, P, tol, ctol))
+    for run, R in zip(runs, (B, Ct), strict=True):
+        ctol = 0.05 * min(tol, run.res) if compress else None
+        out.append(_finish(A, run.Z, R, run.trans, run.res, run.it, P, tol, ctol, hsv_err))
     return tuple(out)
 
 
@@ -655,8 +554,8 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     tol = _check_tol(tol)
     if isinstance(shifts, str) and shifts != "auto":
         raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
-    solves = _ShiftedSolves(A, solver)
-    P = (_auto_shifts(A, B, solves, tol, n_shifts, trans=transpose)
-         if isinstance(shifts, str) else _user_shifts(shifts))
-    Z, _, it, res = _adi(solves, B, transpose, _pair_shifts(P), tol, max_iter)
+    solves = ShiftedSolves(A, solver)
+    P = (auto_shifts(A, B, solves, tol, n_shifts, trans=transpose)
+         if isinstance(shifts, str) else user_shifts(shifts))
+    Z, _, it, res = _adi(solves, B, transpose, pair_shifts(P), tol, max_iter)
     return _finish(A, Z, B, transpose, res, it, P, tol, 0.05 * tol if compress else None)
