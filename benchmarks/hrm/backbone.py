@@ -34,6 +34,7 @@ from benchmarks.hrm.tasks import (
     VOCAB_SIZE,
     Batch,
     char_corpus,
+    copy_batches,
     format_batches,
     lm_batches,
     lm_eval_batches,
@@ -42,6 +43,7 @@ from benchmarks.hrm.tasks import (
 __all__ = [
     "Backbone",
     "BackboneConfig",
+    "CopyingBackboneConfig",
     "backbone_cache_dir",
     "build_backbone",
     "load_smollm2",
@@ -127,6 +129,43 @@ class BackboneConfig:
                    "recipe_version": _RECIPE_VERSION, "corpus": "pydoc_data.topics"}
         blob = json.dumps(payload, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CopyingBackboneConfig(BackboneConfig):
+    """A :class:`BackboneConfig` whose pretraining mixes in generic copying data.
+
+    A fraction ``copy_mix`` of each batch's rows are packed repeated random strings
+    (:func:`~benchmarks.hrm.tasks.copy_batches`, lengths in ``[copy_min_length,
+    copy_max_length]``), which teach in-context copying (an induction check, issue 18's
+    backbone gate) without touching any task; ``task_mix`` rows are task-format sequences as
+    before and the rest is text. A separate class, so that the cache keys and recorded
+    configs of plain :class:`BackboneConfig` recipes stay as they were.
+
+    Parameters
+    ----------
+    copy_mix : float
+        Fraction of rows that are copying data; ``task_mix + copy_mix < 1``.
+    copy_min_length, copy_max_length : int
+        Range of the random string lengths.
+    """
+
+    copy_mix: float = 0.25
+    copy_min_length: int = 4
+    copy_max_length: int = 40
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (0.0 <= self.copy_mix and self.task_mix + self.copy_mix < 1.0):
+            raise AdapterConfigError(
+                f"`copy_mix` must be >= 0 with task_mix + copy_mix < 1; got copy_mix="
+                f"{self.copy_mix!r}, task_mix={self.task_mix!r}"
+            )
+        if not 1 <= self.copy_min_length <= self.copy_max_length:
+            raise AdapterConfigError(
+                "`copy_min_length` and `copy_max_length` must satisfy 1 <= min <= max; got "
+                f"{self.copy_min_length!r}, {self.copy_max_length!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -222,15 +261,22 @@ def build_backbone(config: BackboneConfig) -> torch.nn.Module:
 
 def _pretrain_stream(config: BackboneConfig, train_tokens: torch.Tensor) -> Iterator[Batch]:
     n_task = int(round(config.batch_size * config.task_mix))
-    n_text = config.batch_size - n_task
+    copy_mix = getattr(config, "copy_mix", 0.0)
+    n_copy = int(round(config.batch_size * copy_mix))
+    n_text = config.batch_size - n_task - n_copy
     text = lm_batches(train_tokens, batch_size=max(n_text, 1), seq_len=config.n_positions,
                       seed=config.seed)
     fmt = (format_batches(n_task, seq_len=config.n_positions, seed=config.seed)
            if n_task else None)
+    cop = (copy_batches(n_copy, seq_len=config.n_positions, seed=config.seed,
+                        min_length=config.copy_min_length, max_length=config.copy_max_length)
+           if n_copy else None)
     while True:
-        parts = [next(text)] if n_text else []
+        parts = [next(text)] if n_text > 0 else []
         if fmt is not None:
             parts.append(next(fmt))
+        if cop is not None:
+            parts.append(next(cop))
         yield Batch(torch.cat([p.input_ids for p in parts]), torch.cat([p.labels for p in parts]))
 
 

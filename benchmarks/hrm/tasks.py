@@ -66,12 +66,14 @@ __all__ = [
     "CharCorpus",
     "char_corpus",
     "character_table",
+    "copy_batches",
     "decode",
     "dfa_batches",
     "dfa_last_symbol_accuracy",
     "dfa_task",
     "encode",
     "format_batches",
+    "induction_task",
     "lm_batches",
     "lm_eval_batches",
     "parity_batches",
@@ -100,7 +102,7 @@ _FOLD = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'
                        "\u2013": "-", "\u2014": "-", "\u2026": "..."})
 
 # Stream codes: (task, split) pairs give independent random streams for the same seed.
-_DFA, _PARITY, _LM, _FORMAT = 1, 2, 3, 4
+_DFA, _PARITY, _LM, _FORMAT, _COPY = 1, 2, 3, 4, 5
 _FIXED, _STREAM = 0, 1
 
 
@@ -475,6 +477,91 @@ def format_batches(
             rows_ids.append(torch.cat(ids)[:seq_len])
             rows_labels.append(torch.cat(labels)[:seq_len])
         yield Batch(torch.stack(rows_ids), torch.stack(rows_labels))
+
+
+_PRINTABLE = (_ASCII_BASE, VOCAB_SIZE)  # ids of the 95 printable ASCII characters
+
+
+def _copy_sample(rng: np.random.Generator, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """``s s "\\n"`` for a uniform random printable string ``s``; labels on the second copy."""
+    s = rng.integers(*_PRINTABLE, size=length)
+    ids = np.concatenate([s, s, [_NEWLINE_ID]]).astype(np.int64)
+    labels = ids.copy()
+    labels[:length] = IGNORE_INDEX  # the first copy is noise: nothing to learn there
+    return ids, labels
+
+
+def copy_batches(
+    batch_size: int, *, seq_len: int, seed: int, min_length: int = 4, max_length: int = 40
+) -> Iterator[Batch]:
+    """An endless stream of packed repeated random strings (generic copying data).
+
+    Each row packs segments ``s s "\\n"`` where ``s`` is a string of ``L`` characters drawn
+    uniformly from the 95 printable ASCII characters, ``L`` uniform in
+    ``[min_length, max_length]``, cut to ``seq_len``. The targets are the second copy and the
+    newline (the first copy is unpredictable and unsupervised). It teaches in-context copying
+    (induction) and nothing about any task.
+
+    Parameters
+    ----------
+    batch_size : int
+    seq_len : int
+        Length of each packed row.
+    seed : int
+    min_length, max_length : int
+        Range of the string lengths, ``1 <= min_length <= max_length``.
+
+    Yields
+    ------
+    batch : Batch
+        ``input_ids``, ``labels`` of shape ``(batch_size, seq_len)``.
+    """
+    batch_size = _check_positive("batch_size", batch_size)
+    seq_len = _check_positive("seq_len", seq_len, 2)
+    min_length = _check_positive("min_length", min_length)
+    max_length = _check_positive("max_length", max_length, min_length)
+    rng = _rng(seed, _COPY, _STREAM)
+    while True:
+        rows_ids, rows_labels = [], []
+        for _ in range(batch_size):
+            ids, labels, filled = [], [], 0
+            while filled < seq_len:
+                a, b = _copy_sample(rng, int(rng.integers(min_length, max_length + 1)))
+                ids.append(a)
+                labels.append(b)
+                filled += len(a)
+            rows_ids.append(np.concatenate(ids)[:seq_len])
+            rows_labels.append(np.concatenate(labels)[:seq_len])
+        yield Batch(torch.from_numpy(np.stack(rows_ids)), torch.from_numpy(np.stack(rows_labels)))
+
+
+def induction_task(n: int, *, length: int = 20, seed: int) -> Batch:
+    """A fixed induction check: a random printable string repeated once, ``s s``.
+
+    Parameters
+    ----------
+    n : int
+        Number of samples.
+    length : int
+        Characters in ``s``.
+    seed : int
+        Seed; independent of :func:`copy_batches` with the same seed.
+
+    Returns
+    -------
+    batch : Batch
+        ``input_ids`` of shape ``(n, 2 * length)``; ``labels`` on the ``length`` characters of
+        the second copy (the first of them follows the end of the first copy, so it is not
+        predictable from the past: the best accuracy is ``(length - 1) / length`` plus chance).
+    """
+    n = _check_positive("n", n)
+    length = _check_positive("length", length)
+    rng = _rng(seed, _COPY, _FIXED)
+    s = rng.integers(*_PRINTABLE, size=(n, length))
+    ids = np.concatenate([s, s], axis=1).astype(np.int64)
+    labels = ids.copy()
+    labels[:, :length] = IGNORE_INDEX
+    return Batch(torch.from_numpy(ids), torch.from_numpy(labels))
 
 
 def task_baselines(batch: Batch, n_classes: int) -> Baselines:
