@@ -55,6 +55,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -457,12 +458,16 @@ def main(argv: list[str] | None = None) -> int:
     with threadpool_limits(limits=1):  # BLAS pinned to one thread, as torch is
         return run_study(budget, BACKBONE, arms=tuple(args.arms.split(",")), seeds=args.seeds,
                          results=args.results, max_extend=args.max_extend,
-                         gate_only=args.gate_only, report=task_a_report.write)
+                         gate_only=args.gate_only, report=task_a_report.write,
+                         log=lambda text: print(text, flush=True),
+                         command=" ".join(["python -m benchmarks.hrm.task_a",
+                                           *(sys.argv[1:] if argv is None else argv)]))
 
 
 def run_study(budget: Budget, backbone: BackboneConfig, *, arms: tuple[str, ...], seeds: int,
               results: Path, max_extend: int = 2, gate_only: bool = False, report=None,
-              cache_dir: str | os.PathLike | None = None, log=print) -> int:
+              cache_dir: str | os.PathLike | None = None, log=print,
+              command: str = "python -m benchmarks.hrm.task_a") -> int:
     """Gate, then pilots (all arms), then main runs seed by seed; the report after each."""
     if report is None:
         from benchmarks.hrm.task_a_report import write as report
@@ -471,7 +476,7 @@ def run_study(budget: Budget, backbone: BackboneConfig, *, arms: tuple[str, ...]
         raise ValueError(f"unknown arms {sorted(unknown)}; expected a subset of {ARMS}")
     study = Study(budget, backbone, results=results, cache_dir=cache_dir)
     env = {"python": platform.python_version(), "torch": torch.__version__,
-           "threads": torch.get_num_threads(), "driver": "python -m benchmarks.hrm.task_a",
+           "threads": torch.get_num_threads(), "driver": command,
            "blas": "threadpoolctl threadpool_limits(1) (under main())"}
     g = study.gate()
     m = g["model"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 LORA_ARMS = ("lora_attn", "lora_mlp")
+PROTOCOL_STEPS = 1200  # issue 18: >= 1,200 steps x 16 samples
 _DFA_BAYES = Path(__file__).resolve().parents[1] / "results" / "dfa_bayes.json"
 
 
@@ -190,6 +191,10 @@ def markdown(r: dict) -> str:
               f"{b['warmup_frac']:.0%} + cosine, loss on the answer token only.", "",
               "| arm | trainable parameters | validation log-loss (accuracy) per learning rate | "
               "chosen |", "|---|---|---|---|"]
+    if b["steps"] < PROTOCOL_STEPS:
+        lines[-2:-2] = [f"Departure from the protocol: {b['steps']} steps per run instead of "
+                        f">= {PROTOCOL_STEPS:,} (what fitted the shared CPU for all arms and "
+                        "seeds before the deadline), the same for every arm and seed.", ""]
     names = {"hrm": f"HRM N = {b['d_state']}", "stateless": "stateless HRM (a = 0)",
              "lora_attn": "LoRA attn.c_attn", "lora_mlp": "LoRA mlp.c_fc + mlp.c_proj"}
     for arm, rows in r.get("pilots", {}).items():
