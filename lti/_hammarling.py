@@ -7,14 +7,23 @@ entry point is :func:`lti.lyapunov.lyapunov_factor`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas, lapack
 
-from lti._schur import ct
+from lti._schur import ct, rotate_columns, rotate_rows_
 from lti.exceptions import SolverError
 
-__all__ = ["compress_rows", "hammarling_dense", "hammarling_diagonal", "real_gram_factor"]
+__all__ = [
+    "compress_rows",
+    "hammarling_dense",
+    "hammarling_diagonal",
+    "hammarling_lower",
+    "real_gram_factor",
+    "schur_factor",
+]
 
 _PANEL = 64  # steps between re-packing the active block in Hammarling's method
 
@@ -45,71 +54,131 @@ def hammarling_dense(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     the 1x1 leading block, a shifted triangular solve with the trailing block of ``A^H``
     and a Householder update that keeps the right-hand side factor at m rows.
     """
-    n = A.shape[0]
-    m = C.shape[0]
     dtype = np.result_type(A, C, np.float64)
-    A = A.astype(dtype, copy=False)
-    C = np.array(C, dtype=dtype, order="F", copy=True)
+    return hammarling_lower(np.asfortranarray(ct(A.astype(dtype, copy=False))),
+                            np.array(C, dtype=dtype, order="F", copy=True))
+
+
+def hammarling_lower(WH: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """:func:`hammarling_dense` given ``WH = A^H`` (lower triangular, Fortran order) and a
+    Fortran-ordered ``C`` of the same dtype, which is overwritten (the work array).
+
+    One step per row of ``U``: a scalar, one matrix-vector product and one shifted
+    triangular solve (level-2 BLAS on a packed copy of the active block, re-packed every
+    ``_PANEL`` steps), and the Householder update of ``C`` as one BLAS rank-1 update.
+    """
+    n = WH.shape[0]
+    cplx = np.iscomplexobj(WH)
+    dtype = WH.dtype
     # a column of the right-hand side factor below this level is dropped: it changes
     # C^H C by less than 1e-3 eps relative, so the residual is unaffected
-    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
-    WH = np.asfortranarray(ct(A))  # lower triangular A^H
-    U = np.zeros((n, n), dtype=dtype)
-    trsv, trmv = (blas.ztrsv, blas.ztrmv) if np.iscomplexobj(A) else (blas.dtrsv, blas.dtrmv)
-    start, W, Wdiag = 0, None, None
+    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel(order="K"))[0]
+    U = np.zeros((n, n), dtype=dtype, order="F")  # column rotations and dtpqrt want F
+    if cplx:  # gerc: C2 - v coef^H with coef = conj of the Householder row
+        trsv, trmv, gemv, ger, nrm2 = blas.ztrsv, blas.ztrmv, blas.zgemv, blas.zgerc, blas.dznrm2
+        ctrans = 2  # conjugate transpose in gemv
+    else:
+        trsv, trmv, gemv, ger, nrm2 = blas.dtrsv, blas.dtrmv, blas.dgemv, blas.dger, blas.dnrm2
+        ctrans = 1
+    alphas = np.conj(np.diagonal(WH)).tolist()  # diagonal of A
+    start, W, Wdiag, d0 = 0, None, None, None
     tiny = 1e-290
+    sqrt = math.sqrt
     for j in range(n):
-        alpha = A[j, j]
+        alpha = alphas[j]
+        aa = abs(alpha)
         c = C[:, j]
-        cn, chat = _scaled_unit(c)
-        s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
+        cn = nrm2(c)  # BLAS nrm2 is scaled: no under/overflow
+        s = sqrt(max(1.0 - aa * aa, 0.0))
         if j == n - 1:
             U[j, j] = cn / s
             break
         if cn <= negligible:
             continue
         nu = cn / s
-        chat_s = chat * s  # c / nu
-        a = np.conj(A[j, j + 1 :])
+        if cn >= tiny:
+            chat_s = c * (s / cn)  # c / nu
+        else:  # subnormal scale: 1 / cn would overflow
+            chat_s = _scaled_unit(c)[1] * s
+        a = WH[j + 1 :, j]  # conj(A[j, j+1:])
         C2 = C[:, j + 1 :]
-        rhs = -(ct(C2) @ chat_s) - (alpha * nu) * a
         # active block of A^H: rows/cols j+1.. ; re-pack a contiguous copy every _PANEL steps
         if W is None or j + 1 - start >= _PANEL:
             start = j + 1
             W = np.asfortranarray(WH[start:, start:])
             Wdiag = W.reshape(-1, order="F")[:: W.shape[0] + 1]
+            d0 = Wdiag.copy()
         off = j + 1 - start
         K = W.shape[0]
-        if abs(alpha) < tiny:
-            u = -rhs
-            AHu = None
-        else:
-            x = np.zeros(K, dtype=dtype)
-            x[off:] = rhs / alpha
-            d0 = Wdiag.copy()
-            Wdiag -= 1.0 / alpha  # (A2^H - I/alpha) u = rhs/alpha
-            x = trsv(W, x, lower=1, overwrite_x=1)
+        if aa < tiny:  # u = -rhs = C2^H c / nu + alpha nu a, A^H u by one trmv
+            u = gemv(1.0, C2, chat_s, beta=alpha * nu, y=a, trans=ctrans)
             Wdiag[:] = d0
-            u = x[off:]
-            AHu = (rhs + u) / alpha if abs(alpha) >= 0.5 else None
-        if AHu is None:
             x = np.zeros(K, dtype=dtype)
             x[off:] = u
-            AHu = trmv(W, x, lower=1, overwrite_x=1)[off:]
+            y = trmv(W, x, lower=1, overwrite_x=1)[off:]
+            y += nu * a
+        else:
+            xr = gemv(-1.0 / alpha, C2, chat_s, beta=-nu, y=a, trans=ctrans)  # rhs / alpha
+            x = np.zeros(K, dtype=dtype)
+            x[off:] = xr
+            np.subtract(d0, 1.0 / alpha, out=Wdiag)  # (A2^H - I/alpha) u = rhs/alpha
+            x = trsv(W, x, lower=1, overwrite_x=1)
+            u = x[off:]
+            if aa >= 0.5:  # A2^H u = rhs/alpha + u/alpha; y = nu a + A2^H u
+                y = u / alpha
+                y += xr
+            else:
+                Wdiag[:] = d0
+                x = np.zeros(K, dtype=dtype)
+                x[off:] = u
+                y = trmv(W, x, lower=1, overwrite_x=1)[off:]
+            y += nu * a
         U[j, j] = nu
-        U[j, j + 1 :] = np.conj(u)
-        y = nu * a + AHu
+        U[j, j + 1 :] = u  # conjugated at the end
         # Householder H with H w = beta e_last, w = [c / nu; alpha] (unit norm);
         # the first m rows of H [C2; y^H] are the new right-hand side factor.
-        w = np.empty(m + 1, dtype=dtype)
-        w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
-        v = w.copy()
-        v[m] += phase * np.linalg.norm(w)
-        vv = np.real(np.vdot(v, v))
-        coef = (2.0 / vv) * (np.conj(v[:m]) @ C2 + np.conj(v[m]) * np.conj(y))  # v^H M
-        C[:, j + 1 :] = C2 - np.outer(v[:m], coef)
+        q = nrm2(chat_s) ** 2
+        phase = alpha / aa if aa > tiny else 1.0
+        vm = alpha + phase * sqrt(q + aa * aa)
+        f = 2.0 / (q + abs(vm) ** 2)
+        # real: coef = f (C2^T v + v_m y), C2 <- C2 - v coef^T; complex: the same with
+        # C2^H and gerc (C2 - v coef^H), i.e. H applied to [C2; y^H]
+        coef = gemv(f, C2, chat_s, beta=f * vm, y=y, trans=ctrans)
+        ger(-1.0, chat_s, coef, a=C2, overwrite_a=1)  # in place: C2 is a Fortran view of C
+    if cplx:
+        np.conjugate(U, out=U)  # rows were stored as u; U[j, j+1:] = conj(u)
     return U
+
+
+def schur_factor(Tc: np.ndarray, idx: np.ndarray, G: np.ndarray, Bs: np.ndarray,
+                 transpose: bool) -> tuple[np.ndarray, bool]:
+    """Hammarling's factor in real Schur coordinates, real data: ``(R, flip)``.
+
+    ``A = Z T Z^T`` real, ``(Tc, idx, G)`` the complex triangle of ``T``
+    (:func:`lti._schur.complex_triangle`), ``Bs = Z^T B`` real (n, m). The solution of
+    ``T Xs T^T - Xs + Bs Bs^T = 0`` (``T^T Xs T - ...`` with `transpose`) is
+    ``Xs = R^T R`` (`transpose`) or ``Xs = P R^T R P`` (``flip``, ``P`` the reversal), with
+    ``R`` real upper triangular; so ``L = Z R^T`` (``Z[:, ::-1] R^T``) factors ``X``.
+    The complex right-hand side ``Zc^H B = Gf^H Bs`` is ``Bs`` with its row pairs rotated;
+    the complex Schur vectors are never formed.
+    """
+    cplx = idx.size > 0
+    if cplx:
+        Bt = rotate_rows_(Bs.astype(np.complex128), idx, G)
+    else:
+        Tc, Bt = Tc.real, Bs
+    if transpose:  # Tc^H Y Tc - Y + Bt Bt^H = 0: Hammarling's form, A^H = Tc^H
+        WH, C = np.asfortranarray(ct(Tc)), compress_rows(ct(Bt))
+    else:  # Tc Y Tc^H - Y + Bt Bt^H = 0: reversal P, A = P Tc^H P, A^H = P Tc P
+        WH, C = np.asfortranarray(Tc[::-1, ::-1]), compress_rows(ct(Bt[::-1]))
+    U = hammarling_lower(WH, np.array(C, dtype=WH.dtype, order="F", copy=True))
+    flip = not transpose
+    if not cplx:
+        return U, flip
+    # Zc = Z Gf, so Xs = Gf Up^H Up Gf^H with the quasi-triangular Mp = U Gf^H (transpose)
+    # or P (U P Gf^H) P (flip); Mp^H Mp = R^T R is real
+    rotate_columns(U[:, ::-1] if flip else U, idx, G, inplace=True)  # U becomes Mp
+    return real_gram_factor(U), flip
 
 
 def hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -178,7 +247,7 @@ def real_gram_factor(M: np.ndarray) -> np.ndarray:
     for P in (M.real, M.imag):
         P = np.array(P, order="F", copy=True)
         if n > 1:
-            k = np.flatnonzero(np.diag(P, -1)) + 1
+            k = np.flatnonzero(np.diagonal(P, -1)) + 1
             if k.size:
                 x, y = P[k - 1, k - 1], P[k, k - 1]
                 r = np.hypot(x, y)
@@ -186,10 +255,12 @@ def real_gram_factor(M: np.ndarray) -> np.ndarray:
                 r0, r1 = P[k - 1].copy(), P[k].copy()
                 P[k - 1] = c[:, None] * r0 + s[:, None] * r1
                 P[k] = -s[:, None] * r0 + c[:, None] * r1
-        parts.append(np.triu(P))
+                P[k, k - 1] = 0.0  # annihilated (what is left there is rounding)
+        parts.append(P)  # upper triangular: only the first subdiagonal was nonzero
     if not np.any(parts[1]):
         return parts[0]
+    # dtpqrt leaves the (zero) strictly lower part of A untouched: R is upper triangular
     R, _, _, info = lapack.dtpqrt(n, min(64, n), parts[0], parts[1], overwrite_a=1, overwrite_b=1)
     if info != 0:  # pragma: no cover - LAPACK argument errors only
         raise SolverError(f"LAPACK dtpqrt failed with info={info}")
-    return np.triu(R)
+    return R

@@ -16,10 +16,12 @@ from lti._validation import as_float_matrix, check_square
 
 __all__ = [
     "SchurForm",
+    "complex_triangle",
     "ct",
     "quasi_triangular_eigvals",
     "real_schur",
     "rotate_columns",
+    "rotate_rows_",
     "to_complex_schur",
 ]
 
@@ -59,6 +61,19 @@ class SchurForm:
         Tc, Zc, _, _ = self.complex_parts()
         return Tc, Zc
 
+    def complex_triangle(self):
+        """``(Tc, idx, G)`` of :func:`complex_triangle` (cached): ``Tc = Gf^H T Gf``
+        without forming the complex Schur vectors."""
+        cached = self.__dict__.get("_complex_cache") or self.__dict__.get("_triangle_cache")
+        if cached is not None:
+            return cached[0], cached[-2], cached[-1]
+        if np.iscomplexobj(self.T):
+            tri = (self.T, np.zeros(0, dtype=int), np.zeros((0, 2, 2)))
+        else:
+            tri = complex_triangle(self.T)
+        object.__setattr__(self, "_triangle_cache", tri)
+        return tri
+
     def complex_parts(self):
         """``(Tc, Zc, idx, G)`` (cached): ``Zc = Z blockdiag(G_k^H)`` on the index pairs
         ``(idx_k - 1, idx_k)``, as returned by :func:`to_complex_schur`."""
@@ -72,19 +87,19 @@ class SchurForm:
         return cached
 
 
-def to_complex_schur(T: np.ndarray, Z: np.ndarray):
-    """Real -> complex Schur form by one unitary rotation per 2x2 block (as ``rsf2csf``).
+def complex_triangle(T: np.ndarray):
+    """Complex triangular form of a real quasi-triangular ``T``: ``(Tc, idx, G)`` with
+    ``Tc = Gf^H T Gf``, ``Gf`` block diagonal with blocks ``G_k^H`` on rows/columns
+    ``(idx_k - 1, idx_k)`` (one unitary rotation per 2x2 block, as ``rsf2csf``).
 
     The blocks sit on disjoint index pairs, so the rotations commute and are applied all
-    at once. Returns ``(Tc, Zc, idx, G)`` with ``Tc = Gf^H T Gf``, ``Zc = Z Gf`` where
-    ``Gf`` is block diagonal with blocks ``G_k^H`` on rows/columns ``(idx_k - 1, idx_k)``.
+    at once.
     """
     n = T.shape[0]
     idx = np.flatnonzero(np.diag(T, -1)) + 1 if n > 1 else np.zeros(0, dtype=int)
     Tc = T.astype(np.complex128)
-    Zc = Z.astype(np.complex128)
     if idx.size == 0:
-        return Tc, Zc, idx, np.zeros((0, 2, 2), dtype=np.complex128)
+        return Tc, idx, np.zeros((0, 2, 2), dtype=np.complex128)
     a, b = T[idx - 1, idx - 1], T[idx - 1, idx]
     c, d = T[idx, idx - 1], T[idx, idx]
     scale = np.max(np.abs([a, b, c, d]), axis=0)  # rotations are scale invariant
@@ -95,24 +110,47 @@ def to_complex_schur(T: np.ndarray, Z: np.ndarray):
     cs, sn = mu / r, c / r
     G = np.empty((idx.size, 2, 2), dtype=np.complex128)
     G[:, 0, 0], G[:, 0, 1], G[:, 1, 0], G[:, 1, 1] = np.conj(cs), sn, -sn, cs
-    i0, i1 = idx - 1, idx
-    r0, r1 = Tc[i0].copy(), Tc[i1].copy()  # rows: T <- G T
-    Tc[i0] = G[:, 0, 0, None] * r0 + G[:, 0, 1, None] * r1
-    Tc[i1] = G[:, 1, 0, None] * r0 + G[:, 1, 1, None] * r1
-    Tc = rotate_columns(Tc, idx, np.conj(np.swapaxes(G, 1, 2)))  # T <- T G^H
-    Zc = rotate_columns(Zc, idx, np.conj(np.swapaxes(G, 1, 2)))  # Z <- Z G^H
-    Tc[i1, i0] = 0.0
-    return np.triu(Tc), Zc, idx, G
+    rotate_rows_(Tc, idx, G)  # T <- G T
+    rotate_columns(Tc, idx, np.conj(np.swapaxes(G, 1, 2)), inplace=True)  # T <- T G^H
+    # the pairs touch nothing below the diagonal but their own subdiagonal entry, which
+    # the rotation annihilates (what is left there is rounding)
+    Tc[idx, idx - 1] = 0.0
+    return Tc, idx, G
 
 
-def rotate_columns(M: np.ndarray, idx: np.ndarray, H: np.ndarray) -> np.ndarray:
-    """Return ``M`` with column pairs ``(idx_k - 1, idx_k)`` multiplied by the 2x2 ``H_k``."""
-    M = M.astype(np.result_type(M, H), copy=True)
+def rotate_rows_(M: np.ndarray, idx: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """In place: row pairs ``(idx_k - 1, idx_k)`` of ``M`` multiplied by the 2x2 ``G_k``."""
+    if idx.size:
+        pairs = np.stack([idx - 1, idx], axis=1)  # (k, 2)
+        M[pairs] = np.matmul(G, M[pairs])  # (k, 2, 2) @ (k, 2, ...) batched
+    return M
+
+
+def to_complex_schur(T: np.ndarray, Z: np.ndarray):
+    """Real -> complex Schur form by one unitary rotation per 2x2 block (as ``rsf2csf``).
+
+    Returns ``(Tc, Zc, idx, G)`` with ``Tc = Gf^H T Gf``, ``Zc = Z Gf`` where ``Gf`` is
+    block diagonal with blocks ``G_k^H`` on rows/columns ``(idx_k - 1, idx_k)``
+    (:func:`complex_triangle`).
+    """
+    Tc, idx, G = complex_triangle(T)
+    Zc = Z.astype(np.complex128)
+    if idx.size:
+        Zc = rotate_columns(Zc, idx, np.conj(np.swapaxes(G, 1, 2)))  # Z <- Z G^H
+    return Tc, Zc, idx, G
+
+
+def rotate_columns(M: np.ndarray, idx: np.ndarray, H: np.ndarray, *,
+                   inplace: bool = False) -> np.ndarray:
+    """Return ``M`` with column pairs ``(idx_k - 1, idx_k)`` multiplied by the 2x2 ``H_k``
+    (a copy, or ``M`` itself with `inplace`, which needs the result dtype already)."""
+    if not inplace:
+        M = M.astype(np.result_type(M, H), copy=True)
     if idx.size == 0:
         return M
-    c0, c1 = M[:, idx - 1].copy(), M[:, idx].copy()
-    M[:, idx - 1] = c0 * H[None, :, 0, 0] + c1 * H[None, :, 1, 0]
-    M[:, idx] = c0 * H[None, :, 0, 1] + c1 * H[None, :, 1, 1]
+    pairs = np.stack([idx - 1, idx], axis=1)  # (k, 2)
+    P = M[:, pairs]  # (n, k, 2)
+    M[:, pairs] = np.matmul(P.transpose(1, 0, 2), H).transpose(1, 0, 2)  # batched 2x2
     return M
 
 

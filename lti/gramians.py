@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from lti._hammarling import schur_factor
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factors
 from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
@@ -142,16 +143,18 @@ def stable_gramian_factors(
             + unstable_message("`sys.A`", rho, margin)
         )
     if diagonal:
-        A, B, C, Z, S = G.A, G.B, G.C, None, None
-    else:  # solve in Schur coordinates: (T, Z^T B, C Z) with the Schur form (T, I)
+        A, B, C, Z = G.A, G.B, G.C, None
+    else:  # solve in Schur coordinates: (T, Z^T B, C Z)
         Z = schur.Z
         A, B, C = schur.T, Z.T @ G.B, G.C @ Z
-        S = SchurForm(schur.T, np.eye(n))
     b = float(np.max(np.abs(B), initial=0.0))
     c = float(np.max(np.abs(C), initial=0.0))
-    Lc = lyapunov_factor(A, B / b, schur=S) * b if b > 0 else np.zeros((n, n))
-    Lo = (lyapunov_factor(A, C.T / c, transpose=True, schur=S) * c if c > 0
-          else np.zeros((n, n)))
+    if Z is None:
+        Lc = lyapunov_factor(A, B / b) * b if b > 0 else np.zeros((n, n))
+        Lo = lyapunov_factor(A, C.T / c, transpose=True) * c if c > 0 else np.zeros((n, n))
+    else:  # Hammarling on the shared complex triangle of T (lti._hammarling.schur_factor)
+        Lc = _schur_coordinate_factor(schur, B, b, False)
+        Lo = _schur_coordinate_factor(schur, C.T, c, True)
     if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
         raise SolverError(
             "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
@@ -162,6 +165,20 @@ def stable_gramian_factors(
     if in_schur_basis:
         return GramianFactors(Lc, Lo, rho, "schur", schur=schur)
     return GramianFactors(Z @ Lc, Z @ Lo, rho, "schur")
+
+
+def _schur_coordinate_factor(schur: SchurForm, Bs: np.ndarray, scale: float,
+                             transpose: bool) -> np.ndarray:
+    """Factor ``Ls`` (``Xs = Ls Ls^T``) of the Stein equation of ``(T, Bs)`` in Schur
+    coordinates (``T^T`` with `transpose`), ``Bs`` scaled by ``1 / scale`` inside;
+    lower triangular, or row-reversed lower triangular for the controllability form."""
+    n = Bs.shape[0]
+    if scale == 0:
+        return np.zeros((n, n))
+    Tc, idx, Gr = schur.complex_triangle()  # a DiscreteLTI is real: so are T and Bs
+    R, flip = schur_factor(Tc, idx, Gr, Bs / scale, transpose)
+    L = R.T * scale  # Xs = R^T R (transpose) or P R^T R P: Ls = P R^T
+    return L[::-1] if flip else L
 
 
 def _check_horizon(horizon):

@@ -29,8 +29,8 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
-from lti._hammarling import compress_rows, hammarling_dense, hammarling_diagonal, real_gram_factor
-from lti._schur import SchurForm, ct, real_schur, rotate_columns
+from lti._hammarling import compress_rows, hammarling_dense, hammarling_diagonal, schur_factor
+from lti._schur import SchurForm, ct, real_schur
 from lti._slycot import factor_slycot, solve_slycot
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factor
 from lti._stein import REFINE_RTOL, smith_solve, solve_schur
@@ -354,33 +354,25 @@ def lyapunov_factor(
     if schur is None:
         schur = real_schur(M)
     check_stable("A", schur.T, rho=float(np.max(np.abs(schur.eigenvalues()))))
-    Tc, Zc, idx, G = schur.complex_parts()
+    if real:
+        # Hammarling in Schur coordinates (lti._hammarling.schur_factor): X = Z R^T R Z^T
+        # (transpose) or Z P R^T R P Z^T, P the reversal; L = Zr R^T by one dtrmm
+        Tc, idx, G = schur.complex_triangle()
+        R, flip = schur_factor(Tc, idx, G, schur.Z.T @ Bm, transpose)
+        Zr = schur.Z[:, ::-1] if flip else schur.Z
+        return blas.dtrmm(1.0, R, Zr, side=1, trans_a=1)  # Zr @ R^T
+    Tc, Zc, _, _ = schur.complex_parts()
     Bt = ct(Zc) @ Bm  # (n, m)
-    if real and idx.size == 0:  # real eigenvalues only: stay in real arithmetic
-        Tc, Bt = Tc.real, Bt.real
     if transpose:
         # Tc^H Y Tc - Y + Bt Bt^H = 0, X = Zc Y Zc^H = Zc U^H U Zc^H
         U = hammarling_dense(Tc, compress_rows(ct(Bt)))
-        flip = False
+        K = U @ ct(Zc)
     else:
         # Tc Y Tc^H - Y + Bt Bt^H = 0; the reversal P turns it into Hammarling's form with
         # upper triangular P Tc^H P: Y = P U^H U P, X = Zc P U^H U P Zc^H
         U = hammarling_dense(ct(Tc)[::-1, ::-1], compress_rows(ct(Bt[::-1])))
-        flip = True
-    if not real:
-        K = U @ ct(Zc[:, ::-1] if flip else Zc)
-        return ct(sla.qr(K, mode="r", check_finite=False)[0][:n])
-    # Zc = Z Gf (Gf: 2x2 rotations), so X = Z Mp^H Mp Z^T with the quasi-triangular
-    # Mp = U Gf^H (transpose) or P (U P Gf^H) P (flip); Mp^H Mp = R^T R is real.
-    Gh = G  # blocks of Gf^H
-    if flip:
-        Mp = rotate_columns(U[:, ::-1], idx, Gh)[:, ::-1]
-        Zr = schur.Z[:, ::-1]
-    else:
-        Mp = rotate_columns(U, idx, Gh)
-        Zr = schur.Z
-    R = real_gram_factor(Mp) if np.iscomplexobj(Mp) else np.triu(Mp)
-    return blas.dtrmm(1.0, R, Zr, side=1, trans_a=1)  # Zr @ R^T
+        K = U @ ct(Zc[:, ::-1])
+    return ct(sla.qr(K, mode="r", check_finite=False)[0][:n])
 
 
 def psd_factor(X, *, rtol: float | None = None) -> np.ndarray:

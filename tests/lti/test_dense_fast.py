@@ -1,0 +1,152 @@
+"""The fast dense Lyapunov paths against plain reference implementations.
+
+``lti._hammarling.hammarling_lower`` (BLAS calls, in-place rank-1 updates, rows conjugated
+at the end), ``schur_factor`` (Hammarling on the complex triangle without complex Schur
+vectors) and the batched 2x2 rotations of ``lti._schur`` are checked against the
+straightforward NumPy versions they replaced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from lti._hammarling import hammarling_dense, real_gram_factor, schur_factor
+from lti._schur import complex_triangle, ct, rotate_columns, rotate_rows_, to_complex_schur
+
+
+def _reference_hammarling(A, C):
+    """Hammarling's method, one row of U per step, plain NumPy (the slow reference)."""
+    n, m = A.shape[0], C.shape[0]
+    dtype = np.result_type(A, C, np.float64)
+    C = np.array(C, dtype=dtype)
+    U = np.zeros((n, n), dtype=dtype)
+    for j in range(n):
+        alpha = A[j, j]
+        c = C[:, j]
+        cn = np.linalg.norm(c)
+        s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
+        if j == n - 1:
+            U[j, j] = cn / s
+            break
+        if cn == 0:
+            continue
+        nu = cn / s
+        w0 = c / nu
+        a = np.conj(A[j, j + 1 :])
+        C2 = C[:, j + 1 :]
+        rhs = -(ct(C2) @ w0) - alpha * nu * a
+        A2h = ct(A[j + 1 :, j + 1 :])
+        if alpha == 0:
+            u = -rhs
+        else:
+            u = sla.solve_triangular(A2h - np.eye(n - j - 1) / alpha, rhs / alpha, lower=True)
+        U[j, j] = nu
+        U[j, j + 1 :] = np.conj(u)
+        y = nu * a + A2h @ u
+        w = np.r_[w0, alpha]
+        phase = alpha / abs(alpha) if alpha != 0 else 1.0
+        v = w.copy()
+        v[m] += phase * np.linalg.norm(w)
+        H = np.eye(m + 1) - 2.0 * np.outer(v, np.conj(v)) / np.vdot(v, v).real
+        C[:, j + 1 :] = (H @ np.vstack([C2, np.conj(y)[None, :]]))[:m]
+    return U
+
+
+def _triangular(n, rng, kind):
+    if kind == "complex":
+        T = np.triu(rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n)))
+        d = rng.uniform(0.0, 0.97, n) * np.exp(2j * np.pi * rng.uniform(size=n))
+    else:
+        T = np.triu(rng.standard_normal((n, n)))
+        d = rng.uniform(-0.97, 0.97, n)
+    if n > 3:  # both branches of the kernel: |alpha| < 0.5, >= 0.5 and alpha = 0
+        d[1], d[2], d[3] = 0.0, 0.3, 0.9
+    T[np.diag_indices(n)] = d
+    return T
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+@pytest.mark.parametrize("n, m", [(1, 1), (2, 3), (7, 1), (40, 2), (90, 5)])
+def test_kernel_matches_the_reference(kind, n, m):
+    rng = np.random.default_rng(10 * n + m)
+    A = _triangular(n, rng, kind)
+    C = rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if kind == "complex" else 0)
+    U = hammarling_dense(A, C)
+    Uref = _reference_hammarling(A, C)
+    assert np.array_equal(np.tril(U, -1), np.zeros_like(U))
+    X, Xref = ct(U) @ U, ct(Uref) @ Uref
+    assert np.linalg.norm(X - Xref) <= 1e-12 * np.linalg.norm(Xref)
+    R = ct(A) @ X @ A - X + ct(C) @ C
+    assert np.linalg.norm(R) <= 1e-13 * np.linalg.norm(X)
+
+
+def test_kernel_with_subnormal_right_hand_side():
+    rng = np.random.default_rng(5)
+    A = _triangular(30, rng, "complex")
+    C = 1e-310 * (rng.standard_normal((2, 30)) + 1j * rng.standard_normal((2, 30)))
+    U = hammarling_dense(A, C)
+    Uref = _reference_hammarling(A, C * 1e300) * 1e-300  # same problem, normal range
+    assert np.all(np.isfinite(U))
+    assert np.linalg.norm(U - Uref) <= 1e-6 * np.linalg.norm(Uref)  # subnormal rounding
+
+
+def test_pair_rotations_match_the_loop_versions():
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((60, 60))
+    T, Z = sla.schur(A, output="real")
+    Tc, Zc, idx, G = to_complex_schur(T, Z)
+    assert idx.size > 10
+    assert np.array_equal(np.tril(Tc, -1), np.zeros_like(Tc))
+    assert np.linalg.norm(Zc @ Tc @ ct(Zc) - A) <= 1e-13 * np.linalg.norm(A)
+    Tc2, idx2, G2 = complex_triangle(T)
+    assert np.array_equal(Tc, Tc2) and np.array_equal(idx, idx2)
+    M = rng.standard_normal((60, 5)) + 0j
+    ref = M.copy()
+    for k, i in enumerate(idx):  # row pairs times G_k, one at a time
+        ref[[i - 1, i]] = G[k] @ ref[[i - 1, i]]
+    assert np.allclose(rotate_rows_(M.copy(), idx, G), ref, rtol=0, atol=1e-14)
+    N = rng.standard_normal((4, 60)) + 0j
+    ref = N.copy()
+    for k, i in enumerate(idx):
+        ref[:, [i - 1, i]] = ref[:, [i - 1, i]] @ G[k]
+    assert np.allclose(rotate_columns(N, idx, G), ref, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("n", [1, 2, 9, 64])
+def test_schur_factor_real_triangular_and_exact(transpose, n):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    A *= 0.9 / max(np.max(np.abs(np.linalg.eigvals(A))), 1e-300)
+    B = rng.standard_normal((n, 2))
+    T, Z = sla.schur(A, output="real")
+    R, flip = schur_factor(*complex_triangle(T), Z.T @ B, transpose)
+    assert flip is not transpose and R.dtype == np.float64
+    assert np.array_equal(np.tril(R, -1), np.zeros_like(R))  # upper triangular, exactly
+    L = (Z[:, ::-1] if flip else Z) @ R.T
+    M = A.T if transpose else A
+    X = L @ L.T
+    assert np.linalg.norm(M @ X @ M.T - X + B @ B.T) <= 1e-13 * np.linalg.norm(X)
+    # the slow reference: complex Schur vectors, reference kernel, QR of the real factor
+    Tc, Zc = sla.rsf2csf(T, Z)
+    Bt = ct(Zc) @ B
+    if transpose:
+        U = _reference_hammarling(Tc, ct(Bt))
+        K = U @ ct(Zc)
+    else:
+        U = _reference_hammarling(ct(Tc)[::-1, ::-1], ct(Bt[::-1]))
+        K = U @ ct(Zc[:, ::-1])
+    Xref = ct(K) @ K
+    assert np.linalg.norm(X - Xref.real) <= 1e-12 * np.linalg.norm(Xref)
+
+
+def test_real_gram_factor_is_exactly_triangular():
+    rng = np.random.default_rng(4)
+    M = np.triu(rng.standard_normal((30, 30)) + 1j * rng.standard_normal((30, 30)))
+    M[np.arange(1, 30, 3), np.arange(0, 29, 3)] = rng.standard_normal(10)  # quasi-triangular
+    R = real_gram_factor(M)
+    assert np.array_equal(np.tril(R, -1), np.zeros_like(R))
+    K = ct(M) @ M
+    assert np.linalg.norm(R.T @ R - K.real) <= 1e-13 * np.linalg.norm(K)
