@@ -1,5 +1,6 @@
 """Hammarling's square-root method: the factor ``U`` (``X = U^H U``) of
-``A^H X A - X + C^H C = 0`` for triangular or diagonal ``A``, without forming ``X``.
+``A^H X A - X + C^H C = 0`` for triangular ``A``, without forming ``X`` (diagonal ``A``:
+:func:`lti.modal.diagonal_stein_factor`).
 
 Also the structured QR that makes the complex factor of a real problem real. The public
 entry point is :func:`lti.lyapunov.lyapunov_factor`.
@@ -19,7 +20,6 @@ from lti.exceptions import SolverError
 __all__ = [
     "compress_rows",
     "hammarling_dense",
-    "hammarling_diagonal",
     "hammarling_lower",
     "real_gram_factor",
     "schur_factor",
@@ -179,51 +179,6 @@ def schur_factor(Tc: np.ndarray, idx: np.ndarray, G: np.ndarray, Bs: np.ndarray,
     # or P (U P Gf^H) P (flip); Mp^H Mp = R^T R is real
     rotate_columns(U[:, ::-1] if flip else U, idx, G, inplace=True)  # U becomes Mp
     return real_gram_factor(U), flip
-
-
-def hammarling_diagonal(d: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """Hammarling's method for diagonal ``A = diag(d)``: ``A^H X A - X + C^H C = 0``.
-
-    Same recursion as :func:`hammarling_dense` with elementwise solves; returns upper
-    triangular ``U`` with ``X = U^H U``, real when ``d`` and ``C`` are real.
-    """
-    n = d.size
-    m = C.shape[0]
-    dtype = np.result_type(d, C, np.float64)
-    C = np.array(C, dtype=dtype, order="F", copy=True)
-    # a column of the right-hand side factor below this level is dropped: it changes
-    # C^H C by less than 1e-3 eps relative, so the residual is unaffected
-    negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel())[0]
-    U = np.zeros((n, n), dtype=dtype)
-    dc = np.conj(d)
-    tiny = 1e-290
-    for j in range(n):
-        alpha = d[j]
-        c = C[:, j]
-        cn, chat = _scaled_unit(c)
-        s = np.sqrt(max(1.0 - abs(alpha) ** 2, 0.0))
-        if j == n - 1:
-            U[j, j] = cn / s
-            break
-        if cn <= negligible:
-            continue
-        nu = cn / s
-        chat_s = chat * s
-        C2 = C[:, j + 1 :]
-        rhs = -(ct(C2) @ chat_s)
-        u = rhs / (alpha * dc[j + 1 :] - 1.0)
-        y = dc[j + 1 :] * u
-        U[j, j] = nu
-        U[j, j + 1 :] = np.conj(u)
-        w = np.empty(m + 1, dtype=dtype)
-        w[:m], w[m] = chat_s, alpha
-        phase = alpha / abs(alpha) if abs(alpha) > tiny else 1.0
-        v = w.copy()
-        v[m] += phase * np.linalg.norm(w)
-        vv = np.real(np.vdot(v, v))
-        coef = (2.0 / vv) * (np.conj(v[:m]) @ C2 + np.conj(v[m]) * np.conj(y))
-        C[:, j + 1 :] = C2 - np.outer(v[:m], coef)
-    return U
 
 
 def compress_rows(C: np.ndarray) -> np.ndarray:

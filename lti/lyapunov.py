@@ -7,9 +7,9 @@ Solvers
     Schur form (level-3), ``"smith"`` squared Smith (doubling), ``"slycot"`` (SB03MD).
 ``lyapunov_factor``
     ``L`` with ``L L^T = X`` for ``Q = B B^T`` computed directly by Hammarling's square-root
-    method (``"hammarling"``; ``"diagonal"`` is the same recursion for diagonal ``A``,
-    ``"slycot"`` calls SB03OD) or, for small dense ``A``, by the factored squared Smith
-    iteration (``"smith"``).
+    method (``"hammarling"``; ``"diagonal"``: the closed form of :mod:`lti.modal`, shared
+    with the modal Gramian path; ``"slycot"`` calls SB03OD) or, for small dense ``A``, by
+    the factored squared Smith iteration (``"smith"``).
 ``psd_factor``
     Clipped symmetric eigendecomposition of a given positive semidefinite matrix.
 ``real_schur``
@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
-from lti._hammarling import compress_rows, hammarling_dense, hammarling_diagonal, schur_factor
+from lti._hammarling import compress_rows, hammarling_dense, schur_factor
 from lti._schur import SchurForm, ct, real_schur
 from lti._slycot import factor_slycot, solve_slycot
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factor
@@ -45,6 +45,7 @@ from lti._validation import (
 )
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor
+from lti.modal import diagonal_stein_factor
 
 __all__ = [
     "SchurForm",
@@ -341,10 +342,8 @@ def lyapunov_factor(
         if a is None:
             raise InvalidArgumentError('method="diagonal" needs a diagonal `A` (or 1-D `a`)')
         check_stable("A", a)
-        # A X A^H (transpose=False) is Hammarling's form with diag(conj a); A^H X A with a.
-        d = a if transpose else np.conj(a)
-        U = hammarling_diagonal(d, compress_rows(ct(Bm)))
-        return ct(U)
+        # X - diag(f) X diag(f)^H = B B^H: f = a for A X A^H, conj(a) for A^H X A (lti.modal)
+        return diagonal_stein_factor(np.conj(a) if transpose else a, Bm)
     if M is None:
         M = np.diag(a)
     if method == "slycot":
