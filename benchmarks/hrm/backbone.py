@@ -415,7 +415,7 @@ def load_smollm2(*, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     -------
     model : transformers.LlamaForCausalLM
         Frozen (``requires_grad=False``) and in eval mode; 30 layers, width 576,
-        vocabulary 49152.
+        vocabulary 49152; not flagged as quantized (a plain ``Trainer`` accepts it).
 
     Raises
     ------
@@ -429,6 +429,10 @@ def load_smollm2(*, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     model = transformers.AutoModelForCausalLM.from_pretrained(
         directory, gguf_file=name, dtype=dtype, local_files_only=True
     )
+    # The weights are dequantised into plain nn.Linear layers, but transformers leaves the
+    # model flagged as quantized (GgufHfQuantizer), and a plain Trainer then refuses it.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
     return _freeze(model)
 
 
