@@ -123,6 +123,11 @@ def _cache_kwarg(model: torch.nn.Module) -> str:
     return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.x: cache
 
 
+def _cache_of(out) -> object:
+    """The output's KV cache under the supported name (5.x logs a deprecation for the old)."""
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
 def cached_vs_full_gap(model: torch.nn.Module, seq: torch.Tensor, prefill: int) -> float:
     """max |cached logits - full-forward logits| / max |logits| along the token sequence ``seq``.
 
@@ -136,7 +141,7 @@ def cached_vs_full_gap(model: torch.nn.Module, seq: torch.Tensor, prefill: int) 
         out = model(seq[:, :prefill], use_cache=True)
         steps = [out.logits[:, -1:].float()]
         for t in range(prefill, seq.shape[1] - 1):
-            out = model(seq[:, t:t + 1], use_cache=True, **{kw: out.past_key_values})
+            out = model(seq[:, t:t + 1], use_cache=True, **{kw: _cache_of(out)})
             steps.append(out.logits.float())
         cached = torch.cat(steps, 1)  # (B, L', V)
     return float((cached - full[:, : cached.shape[1]]).abs().max() / full.abs().max())
@@ -179,7 +184,7 @@ def test_generate_uses_the_same_cached_path(low):
         step = model(seq[:, :6], use_cache=True)
         by_hand = [step.logits[:, -1:].float()]
         for t in range(6, seq.shape[1] - 1):
-            step = model(seq[:, t:t + 1], use_cache=True, **{kw: step.past_key_values})
+            step = model(seq[:, t:t + 1], use_cache=True, **{kw: _cache_of(step)})
             by_hand.append(step.logits.float())
     assert torch.equal(by_generate, torch.cat(by_hand, 1))
 

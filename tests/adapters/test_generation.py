@@ -274,6 +274,7 @@ def test_no_cache_deprecation_warning_from_our_code_paths(caplog):
 
     model = adapted("llama")
     hf_logging.get_logger("transformers").propagate = True
+    hf_logging.warning_once.cache_clear()  # logged once per process: forget earlier tests
     with warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
         warnings.simplefilter("always")
         model.generate(ids(2, 5), max_new_tokens=3, **GEN)
