@@ -9,13 +9,22 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 from lti.exceptions import (
     InvalidArgumentError,
     NonFiniteError,
     NotSymmetricError,
     ShapeError,
+    SparseNotSupportedError,
     UnstableSystemError,
+)
+
+#: Where a sparse ``A`` is supported (named by the error of dense-only array arguments).
+SPARSE_SUPPORTED = (
+    "lti.DiscreteLTI keeps a sparse A, and lti.lyapunov_factor, lti.gramian_factors, "
+    "lti.hankel_singular_values, lti.balanced_truncation, lti.h2_norm and lti.hankel_norm "
+    "work on it through low-rank ADI factors (lti.lowrank); for small n pass X.toarray()"
 )
 
 __all__ = [
@@ -36,6 +45,11 @@ __all__ = [
 
 
 def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.ndarray:
+    if sp.issparse(X):
+        raise SparseNotSupportedError(
+            f"`{name}` is a scipy.sparse matrix, but this function needs a dense array; "
+            + SPARSE_SUPPORTED
+        )
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like

@@ -24,6 +24,7 @@ import scipy.linalg as sla
 
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.gramians import gramian_factors
+from lti.lowrank import dense_only
 from lti.system import DiscreteLTI, as_discrete_system
 
 __all__ = [
@@ -449,6 +450,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     """
     was_control = not isinstance(sys, DiscreteLTI)
     G = as_discrete_system(sys)
+    dense_only("hankel_norm_approximation()", G)
     r_req = _check_order(order, G.n)
     rho = G.spectral_radius()
     if not rho < 1.0:

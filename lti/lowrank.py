@@ -113,6 +113,12 @@ SPARSE_ALTERNATIVES = {
     "a finite-horizon Gramian": "pass horizon=None (infinite horizon, low-rank ADI factors)",
     "solve_discrete_lyapunov()": "for Q = B B^T of low rank use lti.lyapunov_factor(A, B), "
     "a low-rank ADI factor (n x k)",
+    "hinf_norm()": _REDUCE + "; its H-infinity norm is within error_bound of G's",
+    "hankel_norm_approximation()": _REDUCE + ", then lti.hankel_norm_approximation of "
+    "that (the two errors add)",
+    "weighted_balanced_truncation()": "for white inputs lti.balanced_truncation(G) (low-rank "
+    "factors); otherwise " + _REDUCE + " and weight that",
+    "split_unstable()": _EIGS + "; the sparse path (low-rank ADI) needs a Schur-stable A",
 }
 
 

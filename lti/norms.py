@@ -27,7 +27,7 @@ from scipy.optimize import minimize_scalar
 from lti._validation import stability_margin, unstable_message
 from lti.balanced import hankel_singular_values
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
-from lti.lowrank import is_sparse
+from lti.lowrank import dense_only, is_sparse
 from lti.lyapunov import lyapunov_factor
 from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
@@ -422,6 +422,7 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     """
     tol = _check_tol(tol)
     G = as_discrete_system(sys)
+    dense_only("hinf_norm()", G)
     if is_control_system(sys):  # python-control's convention (control.linfnorm): rad/s
         res = hinf_norm(G, tol=tol)
         return HinfNorm(res.value, res.omega / (1.0 if G.dt is True else G.dt), res.accuracy)

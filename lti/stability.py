@@ -14,6 +14,7 @@ import scipy.linalg as sla
 
 from lti._validation import stability_margin
 from lti.exceptions import SolverError
+from lti.lowrank import dense_only
 from lti.system import DiscreteLTI, as_discrete_system
 
 __all__ = ["StableSplit", "split_unstable"]
@@ -65,6 +66,7 @@ def split_unstable(sys) -> StableSplit:
     StableSplit
     """
     G = as_discrete_system(sys)
+    dense_only("split_unstable()", G)
     # eigenvalues within the rounding margin of the unit circle count as unstable (kept)
     limit = (1.0 - stability_margin(G.n, float(np.linalg.norm(G.A)))) ** 2
     T, Z, ns = sla.schur(G.A, output="real", sort=lambda re, im: re * re + im * im < limit)

@@ -714,7 +714,7 @@ def discretize_zoh(A, B, dt: float):
     True
     """
     dt = _check_dt(dt, allow_true=False)
-    A_arr = np.asarray(A)
+    A_arr = A if is_sparse(A) else np.asarray(A)  # sparse: the typed error below
     if A_arr.ndim == 1:
         a = as_float_vector("A", A_arr, allow_complex=True)
         diag_input = True

@@ -16,6 +16,7 @@ from lti.balanced import balanced_truncation_from_factors, hankel_singular_value
 from lti.covariance import expected_state_covariance
 from lti.exceptions import InvalidArgumentError, ShapeError, UnstableSystemError
 from lti.gramians import observability_gramian
+from lti.lowrank import dense_only
 from lti.lyapunov import lyapunov_factor, psd_factor
 from lti.norms import hinf_norm
 from lti.system import DiscreteLTI
@@ -265,6 +266,7 @@ def weighted_balanced_truncation(
     """
     if not isinstance(sys, DiscreteLTI):
         raise InvalidArgumentError(f"`sys` must be a DiscreteLTI; got {type(sys).__name__}")
+    dense_only("weighted_balanced_truncation()", sys)
     given = [
         name
         for name, value in (

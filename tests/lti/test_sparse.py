@@ -187,7 +187,7 @@ def test_sparse_system_keeps_a_sparse_copy_and_simulates():
         (lambda G: controllability_gramian(G), "factor=True"),
         (lambda G: observability_gramian(G, horizon=5, factor=True), "horizon=None"),
         (lambda G: gramian_factors(G, horizon=5), "horizon=None"),
-        (lambda G: hinf_norm(G), "eigs"),
+        (lambda G: hinf_norm(G), "balanced_truncation"),
     ],
 )
 def test_dense_only_operations_raise_a_typed_error(call, hint):
