@@ -150,3 +150,26 @@ def test_real_gram_factor_is_exactly_triangular():
     assert np.array_equal(np.tril(R, -1), np.zeros_like(R))
     K = ct(M) @ M
     assert np.linalg.norm(R.T @ R - K.real) <= 1e-13 * np.linalg.norm(K)
+
+
+@pytest.mark.parametrize("cols", [5, 128, 129, 300])
+def test_norm2_estimate_both_paths(cols):
+    """balanced._norm2 forms L^T L up to 128 columns and applies it as L^T (L x) above:
+    the same power iteration, a lower estimate of ||L||_2 within its 1e-3 tolerance."""
+    import lti.balanced as bl
+
+    rng = np.random.default_rng(cols)
+    L = rng.standard_normal((cols + 7, cols)) * (0.97 ** np.arange(cols))[None, :]
+    est, exact = bl._norm2(L), np.linalg.norm(L, 2)
+    assert 0.99 * exact <= est <= exact * (1 + 1e-12)
+    K = L.T @ L  # the reference iteration on the formed K
+    x = K[:, int(np.argmax(np.diagonal(K)))]
+    x = x / np.linalg.norm(x)
+    ref = 0.0
+    for _ in range(20):
+        y = K @ x
+        prev, ref = ref, np.sqrt(np.linalg.norm(y))
+        x = y / np.linalg.norm(y)
+        if abs(ref - prev) <= 1e-3 * ref:
+            break
+    assert est == pytest.approx(max(ref, np.max(np.abs(L))), rel=1e-12)
