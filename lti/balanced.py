@@ -86,8 +86,8 @@ class BalancedTruncation:
         decoupling when there is one. An a-priori model of the rounding errors checked
         against measurements (``benchmarks/bt_rounding_term.py``), not a proof; with it
         ``lower_bound <= ||G - G_r||_inf <= error_bound`` held literally on every system
-        measured except SPA models with a pole within rounding of the unit circle (FIR
-        low-pass filters at odd r, see that script's table).
+        measured (SPA models with a pole within rounding of the unit circle, e.g. of FIR
+        low-pass filters at odd r, are replaced by truncation: see ``match_dc``).
     error_bounds : ndarray, shape (n + 1,)
         ``error_bounds[k]`` is the upper bound for total order k, rounding term of that order
         included (``inf`` for ``k < n_unstable``); ``error_bounds[order] == error_bound``.
@@ -358,6 +358,7 @@ class _StableReduction:
     lower: float
     method: str
     minimal_order: int
+    spa_fallback: bool = False  # match_dc asked, truncation returned (SPA pole on the circle)
 
 
 def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
@@ -376,6 +377,7 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
     Ar, Br, Cr, Dr = Ti1 @ A @ T1, Ti1 @ B, C @ T1, D  # D: DiscreteLTI copies it
+    fallback = False
     if match_dc and r < nmin:
         # singular perturbation on the minimal part: x2 frozen at its steady state
         T2, Ti2 = _projections(Lc, Lo, U, s, Vt, r, nmin, method)
@@ -390,13 +392,26 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         if np.min(np.abs(np.diag(lu[0]))) <= _EPS * max(1.0, np.max(np.abs(E))):
             raise SolverError("singular perturbation: I - A22 is singular")
         Y = sla.lu_solve(lu, np.hstack([A21, B2]), check_finite=False)  # E^{-1} [A21 B2]
-        Ar = Ar + A12 @ Y[:, :r]
-        Br = Br + A12 @ Y[:, r:]
-        Cr = Cr + C2 @ Y[:, :r]
-        Dr = Dr + C2 @ Y[:, r:]
+        As = Ar + A12 @ Y[:, :r]
+        # SPA can put a pole within rounding of the unit circle (firwin low-pass FIRs at
+        # odd r: A_r = -1 + O(1e-15); exactly |A_r|^2 = 1 - B_r^2 / sigma_1 by the
+        # balanced Lyapunov equation, B_r ~ 1e-7): no finite bound holds for that model
+        # as computed, so the truncated one (same bounds) is returned instead
+        rho_r = float(np.max(np.abs(np.linalg.eigvals(As)))) if r else 0.0
+        margin = stability_margin(n + r, float(np.hypot(np.linalg.norm(As), np.linalg.norm(A))))
+        if rho_r < 1.0 - margin:
+            Ar, Br = As, Br + A12 @ Y[:, r:]
+            Cr, Dr = Cr + C2 @ Y[:, :r], Dr + C2 @ Y[:, r:]
+        else:
+            fallback = True
+            warnings.warn(
+                f"the singular-perturbation model has a pole within rounding of the unit "
+                f"circle (spectral radius {rho_r!r}), where no bound holds: the balanced "
+                "truncation of the same order is returned instead (result.match_dc is "
+                "False; same bounds)", UserWarning, stacklevel=stacklevel)
     lower = max(float(hsv[r]) - float(rounding[r]), 0.0) if r < n else 0.0
     return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds + rounding, rounding,
-                            gain_unit, r, lower, method, nmin)
+                            gain_unit, r, lower, method, nmin, fallback)
 
 
 def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
@@ -420,24 +435,6 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
         X.setflags(write=False)  # a frozen result holds read-only arrays
     order = red.order + nu
     error_bound, rt = float(error_bounds[order]), float(rounding[red.order])
-    if match_dc and red.order:
-        # SPA can put a pole of the reduced stable part within rounding of the unit circle
-        # (firwin low-pass filters at odd r: A_r = -1 + O(1e-15), exactly |A_r|^2 =
-        # 1 - B_r^2 / sigma_1 from the balanced Lyapunov equation): no finite bound holds
-        # for the model as computed
-        # the margin of the error system G - G_r (what hinf_norm of the error checks)
-        rho_r = float(np.max(np.abs(np.linalg.eigvals(red.A))))
-        norm = float(np.hypot(np.linalg.norm(red.A), np.linalg.norm(G.A)))
-        margin = stability_margin(G.n + red.order, norm)
-        if not rho_r < 1.0 - margin:
-            warnings.warn(
-                f"the singular-perturbation model has a pole within rounding of the unit "
-                f"circle (spectral radius {rho_r!r}): its error is not certified "
-                "(error_bound = inf); match_dc=False or another order avoids it",
-                UserWarning,
-                stacklevel=3,
-            )
-            error_bound = rt = np.inf
     return BalancedTruncation(
         reduced=Gr,
         hsv=hsv,
@@ -448,7 +445,7 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
         T=T,
         Ti=Ti,
         method=red.method,
-        match_dc=bool(match_dc),
+        match_dc=bool(match_dc) and not red.spa_fallback,
         n_unstable=nu,
         minimal_order=red.minimal_order,
         rounding_term=rt,
@@ -517,6 +514,8 @@ def balanced_truncation(
     match_dc : bool, optional
         Singular-perturbation approximation instead of truncation: the discarded balanced
         states are frozen at their steady state, so ``G_r(1) = G(1)`` exactly; same bounds.
+        An SPA model with a pole within rounding of the unit circle (no bound holds for it)
+        is replaced by the truncated one, with a warning and ``result.match_dc = False``.
 
     Returns
     -------
@@ -536,7 +535,8 @@ def balanced_truncation(
     NonFiniteError
         NaN or inf in the system matrices.
     SolverError
-        The stable/unstable decoupling or the singular-perturbation step failed.
+        The stable/unstable decoupling failed, or ``I - A22`` is numerically singular
+        (the singular-perturbation model is then undefined).
 
     Warns
     -----
@@ -545,7 +545,7 @@ def balanced_truncation(
         had to be lowered to the minimal order (HSVs below the noise floor, see Notes, are
         zero in floating point: those states cannot be balanced and contribute nothing);
         when `tol` is met only by the full order; when `rel_tol` lies below the noise
-        floor.
+        floor; when the SPA model was replaced by the truncated one (see `match_dc`).
 
     Notes
     -----

@@ -314,11 +314,14 @@ def test_hinf_of_ab13dd_example_after_tustin_dt_01():
     assert (value, omega) == (res.value, res.omega)
 
 
-def test_spa_pole_on_the_unit_circle_is_reported_not_certified():
+def test_spa_pole_on_the_unit_circle_falls_back_to_truncation():
     """SPA of a firwin low-pass FIR at order 1: A_r = -1 to 1e-14 (|A_r|^2 = 1 - B_r^2 /
-    sigma_1 with B_r ~ 1e-7); the bound was reported as finite although the computed
-    model's error is infinite."""
+    sigma_1 with B_r ~ 1e-7); the bound was first reported as finite although the computed
+    model's error is infinite, then as inf; now the truncated model of that order is
+    returned (finite, certified bounds) with a warning and match_dc False."""
     signal = pytest.importorskip("scipy.signal")
+    from lti.testing import assert_reduction_within_bounds
+
     rng = np.random.default_rng(3019)  # benchmarks/bt_rounding_term.py's fir family, seed 19
     N = int(rng.integers(8, 65))
     h = signal.firwin(N + 1, rng.uniform(0.1, 0.9))
@@ -326,5 +329,9 @@ def test_spa_pole_on_the_unit_circle_is_reported_not_certified():
                     h[:1][None, :])
     with pytest.warns(UserWarning, match="pole within rounding of the unit"):
         res = balanced_truncation(G, order=1, match_dc=True)
-    assert res.error_bound == np.inf and res.rounding_term == np.inf
-    assert np.isfinite(balanced_truncation(G, order=1).error_bound)  # truncation is fine
+    plain = balanced_truncation(G, order=1)
+    assert not res.match_dc and res.order == 1 and np.isfinite(res.error_bound)
+    np.testing.assert_array_equal(res.reduced.A, plain.reduced.A)
+    assert res.error_bound == plain.error_bound
+    assert res.reduced.spectral_radius() < 1.0 - 1e-6
+    assert_reduction_within_bounds(G, res)
