@@ -24,7 +24,7 @@ import scipy.linalg as sla
 from scipy.linalg import lapack
 
 from lti._order import TIE_RTOL, Rule, check_rule, select_order  # noqa: F401 - TIE_RTOL re-exported
-from lti._rounding import schur_rounding
+from lti._rounding import ROUNDING_FACTOR, rounding_terms, schur_rounding
 from lti._validation import as_float_matrix, stability_margin
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 from lti.gramians import stable_gramian_factors
@@ -306,29 +306,6 @@ def _norm2(L: np.ndarray) -> float:
     return max(est, big)
 
 
-#: ``rounding_term`` = 2 (n - r) delta + ROUNDING_FACTOR n eps (||D|| + 2 sum sigma) / (1 - rho^2)
-#: (see BalancedTruncation.rounding_term; the measured excess of the error over the HSV
-#: bounds on dense, resonant, non-normal, FIR and bidiagonal systems is in the note of
-#: issue 14 item 3).
-ROUNDING_FACTOR = 4.0
-
-
-def _rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
-    """``(rounding, unit)``: the rounding term of every order k = 0..n of a stable ``G``
-    without the projection's conditioning, and ``unit`` to multiply that conditioning
-    with (see BalancedTruncation.rounding_term)."""
-    n = hsv.size
-    if n == 0:
-        return np.zeros(1), 0.0
-    if rho is None:
-        rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
-    gain = float(np.linalg.norm(G.D)) + 2.0 * float(np.sum(hsv))  # >= ||G||_inf
-    unit = ROUNDING_FACTOR * n * _EPS * gain
-    base = unit / max(1.0 - rho * rho, _EPS)
-    delta = floor / n  # absolute accuracy of one computed HSV
-    return base + 2.0 * delta * (n - np.arange(n + 1)), unit
-
-
 def _noise_floor(hsv, Lc, Lo, rho) -> float:
     """HSVs at or below this level are not certified (see balanced_truncation, Notes)."""
     n = hsv.size
@@ -372,7 +349,7 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
     floor = _noise_floor(hsv, Lc, Lo, rho)
     nmin = int(np.count_nonzero(hsv > floor))
     r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)  # on the HSV tails
-    rounding, gain_unit = _rounding_terms(G, hsv, floor, rho)
+    rounding, gain_unit = rounding_terms(G, hsv, floor, rho)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
