@@ -278,25 +278,20 @@ def _orth(M: np.ndarray) -> np.ndarray:
 
 def _norm2(L: np.ndarray) -> float:
     """Estimate of the spectral norm ||L||_2 (power iteration on K = L^T L, started from
-    the column of K with the largest diagonal entry). K is formed for up to 128 columns;
-    for wider L it is applied as L^T (L x) (O(n^2) per step instead of the n^3 product)."""
+    the column of K with the largest diagonal entry; K applied as L^T (L x) beyond 128
+    columns: O(n^2) per step instead of the n^3 product)."""
     if L.size == 0:
         return 0.0
-    big = float(np.max(np.abs(L)))
-    if L.shape[1] <= 128:
-        K = L.T @ L  # (k, k)
-        x = K[:, int(np.argmax(np.diagonal(K)))]
-        apply = K.dot
-    else:
-        x = L.T @ L[:, int(np.argmax(np.einsum("ij,ij->j", L, L)))]  # K[:, i], i = argmax diag(K)
-        apply = lambda v: L.T @ (L @ v)  # noqa: E731 - K v
-    nx = math.sqrt(float(x @ x))
+    big, formed = float(np.max(np.abs(L))), L.shape[1] <= 128
+    K = L.T @ L if formed else None
+    i = int(np.argmax(np.diagonal(K) if formed else np.einsum("ij,ij->j", L, L)))
+    x = K[:, i] if formed else L.T @ L[:, i]
+    nx, est = math.sqrt(float(x @ x)), 0.0
     if nx == 0.0:
         return big
     x = x / nx
-    est = 0.0
     for _ in range(20):
-        y = apply(x)
+        y = K @ x if formed else L.T @ (L @ x)
         ny = math.sqrt(float(y @ y))
         if ny == 0.0:
             return big
