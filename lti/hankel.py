@@ -368,6 +368,8 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         NaN or inf in the system.
     SolverError
         A step of the construction failed numerically (see Notes).
+    SparseNotSupportedError
+        A sparse ``A``: reduce it first by :func:`lti.balanced_truncation` (dense result).
 
     Warns
     -----
