@@ -191,6 +191,36 @@ def test_hankel_lower_bounds_are_below_the_hsvs(kind):
     check()
 
 
+def _modal9():
+    """complex_diagonal draw of the 10,000-example run: full order 9, sr, HSVs from 14.1
+    down to 9.1e-11; Ti T was off the identity by 2.7e-7 with ||T|| ||Ti|| = 8.7 (the sr
+    projections form Lo^T Lc twice) before the Newton step on Ti."""
+    import scipy.linalg as sla
+
+    from lti import DiscreteLTI
+
+    def pair(a, b):
+        return np.array([[a, b], [-b, a]])
+
+    A = sla.block_diag(pair(-0.5003676535545621, 0.43253791241789014),
+                       pair(0.2767969643884721, 0.026731017746642164),
+                       pair(-0.0008564482941661795, 0.001127102998200727),
+                       pair(0.35571473908649615, 0.8536383909809039), [[0.28348116186603184]])
+    B = [[2.0409191213851825], [-2.5556650313141818], [0.41809884672577885],
+         [-0.5677696061279298], [-0.45264929211044586], [-0.2155971630897659],
+         [-2.019986129147251], [-0.23193237764418947], [-0.8652130762749417]]
+    C = [[3.3229995166448827, 0.22578661322792176, -0.3526307943415954, -0.2812874181513504,
+          -0.6680463461089501, -1.0551505512051214, -0.39080097723465473, 0.48194538850678587,
+          -0.2385536065733667]]
+    return DiscreteLTI(A, B, C)
+
+
+@pytest.mark.parametrize("match_dc", [False, True])
+def test_regression_sr_left_inverse_with_tiny_hsvs(match_dc):
+    _check_bounds(_modal9(), 9, "sr", match_dc)
+    _check_bounds(_modal9(), 8, "sr", match_dc)
+
+
 def test_default_mix_is_mostly_real_reductions():
     """>= 80 % of the default draws are real reductions 0 < r < n_min (300 draws here;
     benchmarks/strategy_mix.py measures 1,000 and writes benchmarks/results/strategy_mix.md)."""
