@@ -27,12 +27,18 @@ after each of the last :data:`HISTORY_MAX_LEN` tokens of the latest chunk are ke
 ``crop`` back into that chunk (assisted decoding rejecting draft tokens) resumes exactly; a
 crop further back raises :class:`AdapterError`. Nothing depends on ``cache_position``.
 
-Decode weights. A one-token continuation runs in four kernels on the adapter's discretised,
-pre-transposed weights (:meth:`adapters.layer.HRMAdapter.decode_kernel`); they are computed at
-the first continuation step of a cache and kept with it, so the adapters' weights are read
-once per generation (a change to them takes effect with the next cache). Nothing else is
-memoised: a tensor's version counter does not see every update (``.data`` writes), so plain
-forward calls always discretise afresh.
+Decode steps. A one-token continuation (greedy or sampled decoding) takes a fast path: the
+adapters' discretised weights are read once per cache, at its first continuation step
+(:meth:`adapters.layer.HRMAdapter.decode_weights`; a change to the adapters' weights takes
+effect with the next cache), and the states of all adapters are held in one flat buffer per
+mode group (real, complex), each adapter's ``(B, N)`` block contiguous. Per token, one
+multiply applies every adapter's poles (``ā ⊙ s``); per layer, two kernels remain: the input
+projection added into the adapter's block in place (``s += x B̄ᵀ``, ``baddbmm_``) and the
+readout fused with the addition to the target's output (``h + s (gate C)ᵀ``, ``baddbmm``).
+Per-adapter state tensors are made from the buffers only when asked for (another chunk,
+a crop, :func:`get_adapter_states`, beam reordering). Nothing else is memoised: a tensor's
+version counter does not see every update (``.data`` writes), so plain forward calls always
+discretise afresh.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterError, AdapterShapeError
+from adapters.scan import autocast_on
 
 __all__ = ["AdapterRuntime", "HISTORY_MAX_LEN", "get_adapter_states"]
 
@@ -62,24 +69,201 @@ _STATES_ATTR = "_hrm_adapter_states"
 _WRAPPED_ATTR = "_hrm_adapter_wrapped"
 
 
-@dataclass
+class _DecodeWeights:
+    """Decode weights of all adapters of one model, read once per cache.
+
+    Layout of the state buffers: all real-mode states in one flat buffer, all complex-mode
+    states in another, adapter ``i``'s block of ``B * n_i`` entries contiguous and row-major
+    ``(B, n_i)``, so that ``ā ⊙ s`` for every adapter is one multiply per group.
+    """
+
+    def __init__(self, names: list[str], weights: list[tuple]) -> None:
+        self.names = tuple(names)
+        self.index = {name: i for i, name in enumerate(names)}
+        self.groups = []  # per adapter: ((W_in, W_out) or None for real, same for complex)
+        self.n_real, self.n_cplx = [], []
+        poles_r, poles_c = [], []
+        for real, cplx in weights:
+            self.n_real.append(0 if real is None else real[0].shape[0])
+            self.n_cplx.append(0 if cplx is None else cplx[0].shape[0])
+            if real is not None:
+                poles_r.append(real[0])
+            if cplx is not None:
+                poles_c.append(cplx[0])
+            self.groups.append((None if real is None else real[1:],
+                                None if cplx is None else cplx[1:]))
+        self.poles_r, self.poles_c = poles_r, poles_c
+        first = next(t for g in self.groups for pair in g if pair is not None for t in pair)
+        self.dtype, self.device = first.dtype, first.device
+        self._batches: dict[int, tuple] = {}
+
+    @classmethod
+    def build(cls, adapted: dict[str, nn.Module]) -> _DecodeWeights | None:
+        """From the handles' current adapters; None unless all share one device and dtype."""
+        if not adapted:
+            return None
+        names = list(adapted)
+        weights = [adapted[n].adapter.decode_weights() for n in names]
+        kinds = {(t.device, t.dtype) for real, cplx in weights for g in (real, cplx)
+                 if g is not None for t in g[1:]}
+        return cls(names, weights) if len(kinds) == 1 else None
+
+    def for_batch(self, batch: int) -> tuple:
+        """Poles repeated for ``batch`` rows, block sizes, weights viewed for ``baddbmm``."""
+        got = self._batches.get(batch)
+        if got is None:
+            a_r = torch.cat([a.repeat(batch) for a in self.poles_r]) if self.poles_r else None
+            a_c = torch.cat([a.repeat(batch) for a in self.poles_c]) if self.poles_c else None
+            sizes_r = [batch * n for n in self.n_real if n]
+            sizes_c = [2 * batch * n for n in self.n_cplx if n]  # floats of view_as_real
+            expanded = [tuple(None if g is None else tuple(W.expand(batch, *W.shape) for W in g)
+                              for g in pair) for pair in self.groups]
+            got = self._batches[batch] = (a_r, a_c, sizes_r, sizes_c, expanded)
+        return got
+
+
+class _Stack:
+    """The states of all adapters after one decode step, in :class:`_DecodeWeights`' buffers.
+
+    ``real`` (B * total real modes,) and ``cplx`` (B * total complex modes,) complex; None for
+    an empty group.
+    """
+
+    def __init__(self, weights: _DecodeWeights, batch: int, real, cplx) -> None:
+        self.weights, self.batch, self.real, self.cplx = weights, batch, real, cplx
+
+    def blocks(self) -> tuple[list, list]:
+        """Per adapter, views of its real block (B, n_real) and complex block (B, n_complex)."""
+        w, B = self.weights, self.batch
+        real = iter(()) if self.real is None else iter(
+            torch.split(self.real, [B * n for n in w.n_real if n]))
+        cplx = iter(()) if self.cplx is None else iter(
+            torch.split(self.cplx, [B * n for n in w.n_cplx if n]))
+        r = [next(real).view(B, n) if n else None for n in w.n_real]
+        c = [next(cplx).view(B, n) if n else None for n in w.n_cplx]
+        return r, c
+
+    def states(self) -> dict[str, torch.Tensor]:
+        """``{name: (B, N)}`` in each adapter's state layout (real modes first)."""
+        r, c = self.blocks()
+        out = {}
+        for name, s_r, s_c in zip(self.weights.names, r, c, strict=True):
+            if s_r is not None and s_c is not None:
+                out[name] = torch.cat([s_r.to(s_c.dtype), s_c], dim=-1)
+            else:
+                out[name] = s_r if s_c is None else s_c
+        return out
+
+    @classmethod
+    def gather(cls, weights: _DecodeWeights, states: dict[str, torch.Tensor],
+               batch: int) -> _Stack | None:
+        """The buffers of per-adapter states; None if one is missing or does not fit."""
+        parts_r, parts_c = [], []
+        for name, n_r, n_c in zip(weights.names, weights.n_real, weights.n_cplx, strict=True):
+            s = states.get(name)
+            if s is None or s.shape != (batch, n_r + n_c) or s.device != weights.device:
+                return None
+            if n_r:
+                parts_r.append(s[:, :n_r].real.reshape(-1))
+            if n_c:
+                parts_c.append(s[:, n_r:].reshape(-1))
+        real = torch.cat(parts_r).to(weights.dtype) if parts_r else None
+        cplx = torch.cat(parts_c).to(_complex_of(weights.dtype)) if parts_c else None
+        return cls(weights, batch, real, cplx)
+
+
+class _Plan:
+    """One decode step of all adapters: every pole applied at once, then layer by layer
+    ``s += x B̄ᵀ`` in place and ``h + s (gate C)ᵀ``."""
+
+    def __init__(self, weights: _DecodeWeights, prev: _Stack, keep: torch.Tensor | None):
+        B = prev.batch
+        a_r, a_c, sizes_r, sizes_c, expanded = weights.for_batch(B)
+        real = None if prev.real is None else a_r * prev.real  # (B * R,): ā ⊙ s, all adapters
+        cplx = None if prev.cplx is None else a_c * prev.cplx  # (B * K,) complex
+        self.weights, self.prev, self.keep, self.batch = weights, prev, keep, B
+        self.stack = _Stack(weights, B, real, cplx)
+        self.ran = [False] * len(weights.names)
+        views_r = iter(()) if real is None else iter(torch.split(real, sizes_r))
+        views_c = iter(()) if cplx is None else iter(
+            torch.split(torch.view_as_real(cplx).view(-1), sizes_c))
+        self.slots = []
+        for (g_r, g_c), (e_r, e_c) in zip(weights.groups, expanded, strict=True):
+            v_r = None if g_r is None else next(views_r).view(B, 1, -1)  # (B, 1, n_real)
+            v_c = None if g_c is None else next(views_c).view(B, 1, -1)  # (B, 1, 2 n_cplx)
+            self.slots.append((v_r, e_r, v_c, e_c))
+
+    def step(self, name: str, u: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
+        """``h`` plus adapter ``name``'s branch for stream ``u``; None if the shapes do not fit.
+
+        ``u``, ``h``: (B, 1, H), or (B, H) for a flattened one-token stream.
+        """
+        i = self.weights.index.get(name)
+        if i is None or h.shape != u.shape or u.shape[0] != self.batch:
+            return None
+        if u.dim() == 2:
+            x, hh = u.unsqueeze(1), h.unsqueeze(1)  # (B, 1, H)
+        elif u.dim() == 3 and u.shape[1] == 1:
+            x, hh = u, h
+        else:
+            return None
+        v_r, e_r, v_c, e_c = self.slots[i]
+        dtype = self.weights.dtype
+        if x.dtype != dtype:
+            x = x.to(dtype)
+        if self.keep is not None:
+            x = x * self.keep  # (B, 1, 1): a padded token feeds a zero stream
+        low = hh.dtype != dtype
+        if low:
+            hh = hh.to(dtype)  # the sum is rounded once, to the target's dtype
+        if v_r is not None:
+            v_r.baddbmm_(x, e_r[0])  # s = ā ⊙ s_prev + x B̄ᵀ, in the buffer   (B, 1, n)
+            out = torch.baddbmm(hh, v_r, e_r[1])  # h + s (gate C)ᵀ            (B, 1, H)
+        if v_c is not None:
+            v_c.baddbmm_(x, e_c[0])  # complex states as (Re, Im) pairs        (B, 1, 2n)
+            out = torch.baddbmm(hh, v_c, e_c[1]) if v_r is None else out.baddbmm_(v_c, e_c[1])
+        self.ran[i] = True
+        if low:
+            out = out.to(h.dtype)
+        return out if out.shape == h.shape else out.view(h.shape)
+
+
 class _StateRecord:
-    """Adapter states stored on a cache after ``seen`` tokens: name -> (B, N)."""
+    """Adapter states stored on a cache after ``seen`` tokens: name -> (B, N).
 
-    seen: int
-    states: dict[str, torch.Tensor]
-    chunk_start: int | None = None
-    start_states: dict[str, torch.Tensor] | None = None
-    history: dict[str, list[torch.Tensor]] | None = None  # states after each chunk token
-    kernels: dict[str, tuple] = field(default_factory=dict)  # decode weights, read once per cache
+    Also the states at the start of the latest chunk (``chunk_start``) and after each of its
+    last tokens (``history``), for a crop back into it. After a decode step the states are
+    held as a :class:`_Stack` and made into per-adapter tensors when asked for.
+    """
 
-    def states_at(self, past: int) -> dict[str, torch.Tensor]:
-        if past == self.seen:
-            return self.states
-        if self.chunk_start is not None and self.chunk_start <= past < self.seen:
-            if past == self.chunk_start:
-                return self.start_states
-            return {k: v[past - self.chunk_start - 1] for k, v in self.history.items()}
+    def __init__(self, seen: int, *, states: dict | None = None, stack: _Stack | None = None,
+                 chunk_start: int | None = None, start: dict | _Stack | None = None,
+                 history: dict[str, list[torch.Tensor]] | None = None,
+                 weights: _DecodeWeights | None = None) -> None:
+        self.seen, self.chunk_start, self.history = seen, chunk_start, history
+        self.weights = weights
+        self._states, self.stack, self._start = states, stack, start
+
+    @property
+    def states(self) -> dict[str, torch.Tensor]:
+        if self._states is None:
+            self._states = self.stack.states()
+        return self._states
+
+    @states.setter
+    def states(self, value: dict[str, torch.Tensor]) -> None:
+        self._states, self.stack = value, None
+
+    @property
+    def start_states(self) -> dict[str, torch.Tensor] | None:
+        if isinstance(self._start, _Stack):
+            self._start = self._start.states()
+        return self._start
+
+    def check(self, past: int) -> None:
+        if past == self.seen or (self.chunk_start is not None
+                                 and self.chunk_start <= past < self.seen):
+            return
         known = (f"{self.seen}" if self.chunk_start is None
                  else f"{self.chunk_start}..{self.seen}")
         raise AdapterError(
@@ -88,10 +272,24 @@ class _StateRecord:
             "advanced by a model without these adapters)"
         )
 
+    def stack_at(self, past: int) -> _Stack | None:
+        if past == self.seen:
+            return self.stack
+        return self._start if past == self.chunk_start and isinstance(self._start, _Stack) else None
+
+    def states_at(self, past: int) -> dict[str, torch.Tensor]:
+        self.check(past)
+        if past == self.seen:
+            return self.states
+        if past == self.chunk_start:
+            return self.start_states
+        return {k: v[past - self.chunk_start - 1] for k, v in self.history.items()}
+
     def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        self.states = {k: fn(v) for k, v in self.states.items()}
-        if self.start_states is not None:
-            self.start_states = {k: fn(v) for k, v in self.start_states.items()}
+        states, start = self.states, self.start_states
+        self.states = {k: fn(v) for k, v in states.items()}
+        if start is not None:
+            self._start = {k: fn(v) for k, v in start.items()}
         if self.history is not None:
             self.history = {k: [fn(s) for s in v] for k, v in self.history.items()}
 
@@ -104,15 +302,28 @@ class _Context:
     past: int
     mask: torch.Tensor | None  # (B, past + L) bool, True = real token
     cache: Any
-    initial: dict[str, torch.Tensor] | None  # states to start from (continuation) or None
+    record: _StateRecord | None  # the states to continue from (continuation) or None
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
+    plan: _Plan | None = None  # a one-token continuation on the fast path
+    weights: _DecodeWeights | None = None  # carried with the cache
     drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
-    keep: dict[Any, torch.Tensor] = field(default_factory=dict)  # dtype -> (B, 1) last token
-    kernels: dict[str, tuple] = field(default_factory=dict)  # carried with the cache
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
     history: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    _initial: dict[str, torch.Tensor] | None = None
+
+    def initial(self) -> dict[str, torch.Tensor] | None:
+        """States to start from (None for a new sequence), made when first asked for."""
+        if self._initial is None and self.record is not None:
+            prev = None if self.plan is None else self.plan.prev
+            self._initial = (prev.states() if prev is not None
+                             else self.record.states_at(self.past))
+        return self._initial
+
+
+def _complex_of(dtype: torch.dtype) -> torch.dtype:
+    return torch.complex128 if dtype == torch.float64 else torch.complex64
 
 
 def get_adapter_states(cache: Any) -> dict[str, dict[str, torch.Tensor]]:
@@ -231,6 +442,8 @@ class AdapterRuntime:
         self._positional: list[str] = []
         self._stack: list[_Context | None] = []
         self.disabled = False  # set by adapters.disable_adapter: no branch, no state
+        self.adapted: dict[str, nn.Module] = {}  # name -> AdaptedMLP, set by inject
+        self.plan: _Plan | None = None  # the fast decode step of the current call, if any
 
     # --- hooks -------------------------------------------------------------------------
     def attach(self, model: nn.Module) -> None:
@@ -259,6 +472,7 @@ class AdapterRuntime:
             handle.remove()
         self._handles = []
         self._stack = []
+        self.plan = None
 
     def batch_size(self) -> int | None:
         """Batch size B of the current top-level model call (None outside one).
@@ -273,13 +487,16 @@ class AdapterRuntime:
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         if self.disabled:
             self._stack.append(None)  # the base model's call: no context, no state
+            self.plan = None
             return
         try:
             ctx = self._context(module, args, kwargs)
         except Exception:
             self._stack.append(None)  # the always-called post-hook pops this placeholder
+            self.plan = None
             raise
         self._stack.append(ctx)
+        self.plan = ctx.plan
 
     def _context(self, module: nn.Module, args: tuple, kwargs: dict) -> _Context:
         bound = dict(zip(self._positional, args, strict=False))
@@ -294,7 +511,7 @@ class AdapterRuntime:
         # A training forward without a cache stays stateless even if the config says use_cache.
         stateful = cache is not None or (bool(use_cache) and not module.training)
         past = _seq_length(cache) if stateful else 0
-        initial = None
+        record = None
         if stateful and past > 0:
             record = getattr(cache, _STATES_ATTR, {}).get(self.uid)
             if record is None:
@@ -302,86 +519,87 @@ class AdapterRuntime:
                     f"the KV cache already holds {past} tokens but no adapter state; run the "
                     "prompt through the adapted model (not the base model) to fill the cache"
                 )
-            initial = record.states_at(past)
-        kernels = record.kernels if stateful and past > 0 else {}
+            record.check(past)
         ids = bound.get("input_ids")
         ids = bound.get("inputs_embeds") if ids is None else ids
         batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
-        return _Context(stateful=stateful, past=past, cache=cache, initial=initial,
-                        mask=None if mask is None else mask.bool(), batch=batch,
-                        kernels=kernels)
+        mask = None if mask is None else mask.bool()
+        ctx = _Context(stateful=stateful, past=past, cache=cache, record=record, mask=mask,
+                       batch=batch, weights=None if record is None else record.weights)
+        if record is not None and batch is not None and ids.shape[1] == 1:
+            ctx.plan = self._plan(ctx)
+        return ctx
+
+    def _plan(self, ctx: _Context) -> _Plan | None:
+        """The fast path of a one-token continuation, or None where the general path runs
+        (autograd, autocast, a padded token on CPU, adapters on several devices)."""
+        if torch.is_grad_enabled():
+            return None
+        weights = ctx.weights
+        if weights is None:  # the adapters' weights are read once per cache (one generation)
+            weights = ctx.weights = _DecodeWeights.build(self.adapted)
+            if weights is None:
+                return None
+        if autocast_on(weights.device.type):
+            return None
+        keep = None
+        if ctx.mask is not None:
+            if ctx.mask.shape[0] != ctx.batch:
+                return None  # the general path says what is wrong
+            last = ctx.mask[:, -1:]  # (B, 1)
+            if weights.device.type == "cpu" and not torch.compiler.is_compiling():
+                if not bool(last.all()):  # no device sync on CPU
+                    return None
+            else:
+                keep = last.to(weights.device, weights.dtype).view(-1, 1, 1)
+        prev = ctx.record.stack_at(ctx.past)
+        if prev is None or prev.weights is not weights:
+            prev = _Stack.gather(weights, ctx.record.states_at(ctx.past), ctx.batch)
+        if prev is None or prev.batch != ctx.batch:
+            return None
+        return _Plan(weights, prev, keep)
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         ctx = self._stack.pop() if self._stack else None
-        if ctx is None or len(rest) != 2 or not ctx.stateful or not ctx.new_states:
+        top = self._stack[-1] if self._stack else None
+        self.plan = None if top is None else top.plan
+        if ctx is None or len(rest) != 2 or not ctx.stateful:
             return None  # (len(rest) != 2: called after an exception in forward)
+        plan = ctx.plan
+        if plan is not None and not any(plan.ran):
+            plan = None
+        if plan is None and not ctx.new_states:
+            return None
         cache = _output_cache(rest[1])
         cache = ctx.cache if cache is None else cache
         if cache is None:
             return None
         seen = _seq_length(cache)
+        if plan is not None:  # one token; adapters that took the general path, if any, too
+            if seen != ctx.past + 1:
+                return None  # the cache did not take this chunk: keep the states that match it
+            if all(plan.ran) and not ctx.new_states:
+                record = _StateRecord(seen, stack=plan.stack, chunk_start=seen - 1,
+                                      start=plan.prev, weights=ctx.weights)
+            else:
+                fast = plan.stack.states()
+                states = {k: fast[k] for k, ran in zip(plan.weights.names, plan.ran, strict=True)
+                          if ran}
+                states.update(ctx.new_states)
+                record = _StateRecord(seen, states=states, chunk_start=seen - 1,
+                                      start=plan.prev.states(), weights=ctx.weights)
+            _store_on_cache(cache, self.uid, record)
+            return None
         if seen != ctx.past + ctx.length:
             return None  # the cache did not take this chunk: keep the states that match it
         kept = len(next(iter(ctx.history.values())))
         _store_on_cache(cache, self.uid, _StateRecord(
-            seen=seen, states=ctx.new_states, chunk_start=seen - kept,
-            start_states=ctx.start_states, history=ctx.history, kernels=ctx.kernels,
+            seen, states=ctx.new_states, chunk_start=seen - kept,
+            start=ctx.start_states, history=ctx.history, weights=ctx.weights,
         ))
         return None
 
     # --- the branch ----------------------------------------------------------------------
-    def add_decode_step(self, adapted: nn.Module, u: torch.Tensor, h: torch.Tensor,
-                        ) -> torch.Tensor | None:
-        """``h`` plus the branch for a one-token continuation step, or None for another path.
-
-        The per-token path of cached decoding, in four kernels (mask, input projection, state
-        update, output projection fused with the addition) on pre-transposed weights; it
-        applies to real-mode adapters without autograd or autocast, continuing from a stored
-        state. Whenever it returns None
-        (any other case, and every error case), :meth:`branch` runs instead.
-
-        Parameters
-        ----------
-        adapted : AdaptedMLP
-        u : torch.Tensor, shape (B, 1, H)
-            The stream.
-        h : torch.Tensor, shape (B, 1, H)
-            The target's output.
-
-        Returns
-        -------
-        torch.Tensor, shape (B, 1, H), or None
-        """
-        ctx = self._stack[-1] if self._stack else None
-        if ctx is None or ctx.initial is None or h.shape != u.shape:
-            return None
-        adapter = adapted.adapter
-        s0 = ctx.initial.get(adapted.adapter_name)
-        batch = u.shape[0]
-        if s0 is None or s0.shape[0] != batch or not adapter.decodes_fast(u):
-            return None
-        kernel = ctx.kernels.get(adapted.adapter_name)
-        if kernel is None:  # the weights are read once per cache (one generation)
-            kernel = ctx.kernels[adapted.adapter_name] = adapter.decode_kernel()
-        a, W_in_t, W_out_t = kernel
-        x = u.view(batch, -1)  # (B, H)
-        if x.dtype != W_in_t.dtype:
-            x = x.to(W_in_t.dtype)
-        if ctx.mask is not None:
-            if ctx.mask.shape[0] != batch:
-                return None
-            keep = ctx.keep.get(x.dtype)
-            if keep is None:  # once per call, shared by all adapters: (B, 1) of 0/1
-                keep = ctx.keep[x.dtype] = ctx.mask[:, -1:].to(x.device, x.dtype)
-            x = x * keep  # a padded token feeds a zero stream (finite streams)
-        s = torch.addcmul(torch.mm(x, W_in_t), a, s0)  # (B, N)
-        key = adapted.adapter_name
-        ctx.length = 1
-        ctx.new_states[key], ctx.start_states[key], ctx.history[key] = s, s0, [s]
-        if h.dtype == W_out_t.dtype and h.is_contiguous():
-            return torch.addmm(h.view(batch, -1), s, W_out_t).view(h.shape)
-        return h + torch.mm(s, W_out_t).to(h.dtype).view(h.shape)
-
     def branch(self, adapted: nn.Module, u: torch.Tensor) -> torch.Tensor:
         """Adapter output (B, L, H) for stream ``u`` (B, L, H) inside the current model call.
 
@@ -425,8 +643,9 @@ class AdapterRuntime:
             return adapted.adapter(u)
         key = adapted.adapter_name
         s0 = None
-        if ctx.initial is not None:
-            s0 = ctx.initial.get(key)
+        initial = ctx.initial()
+        if initial is not None:
+            s0 = initial.get(key)
             if s0 is None:
                 raise AdapterError(f"no stored SSM state for adapter {key!r} on this cache")
             if s0.shape[0] != batch:

@@ -1,7 +1,8 @@
 """Attach gated SSM adapters beside the frozen modules of a model, and take them out again.
 
 Nothing of the base model is renamed or replaced. For each target (see :mod:`adapters.targets`)
-:func:`inject` registers a forward hook on the target module that adds the branch to its output,
+:func:`inject` wraps the target module's ``forward`` (an attribute of that instance; its class,
+parameters and buffers are untouched) so that the branch is added to its output,
 
     h = mlp(x);  h + adapter(stream),  stream = x (default) or h,
 
@@ -89,7 +90,7 @@ class AdapterTree(nn.ModuleDict):
 
 
 class AdaptedMLP(nn.Module):
-    """The adapter of one target module and the hooks that add its branch there.
+    """The adapter of one target module and the wrapper that adds its branch there.
 
     Registered under ``model.hrm_adapters.<name>``; the target itself (``mlp``) is referenced,
     not owned, so its parameters keep their names and appear once in the state dict.
@@ -140,6 +141,8 @@ class AdaptedMLP(nn.Module):
         self.input_name = input_name
         self._runtime = None  # an adapters.generation.AdapterRuntime once injected
         self._hooks: list = []
+        self._inner = None  # the target's forward while attached
+        self._saved_forward = None
         self._pending: torch.Tensor | None = None  # stream captured from a pair's `fc1`
 
     @property
@@ -148,20 +151,41 @@ class AdaptedMLP(nn.Module):
         return self._mlp
 
     def attach(self) -> None:
-        """Register the forward hook(s) on the target (and on the pair's ``fc1``)."""
-        if self._hooks:
+        """Wrap the target's ``forward`` (and hook the pair's ``fc1`` for its input).
+
+        The wrapper is an attribute of the target instance (its class and its parameters are
+        untouched), the cheapest attachment: a module call with forward hooks takes torch's
+        slower general path, one per layer and token in decoding.
+        """
+        if self._inner is not None:
             return
         if self._source is not self._mlp and self.reads == "mlp_input":
             self._hooks.append(self._source.register_forward_pre_hook(
                 self._capture, with_kwargs=True))
-        self._hooks.append(self._mlp.register_forward_hook(self._add_branch, with_kwargs=True))
+        mlp = self._mlp
+        self._saved_forward = mlp.__dict__.get("forward")  # an instance forward, e.g. accelerate's
+        self._inner = mlp.forward
+        mlp.forward = self._adapted_forward
 
     def detach(self) -> None:
-        """Remove the hooks (the target behaves as before :meth:`attach`)."""
+        """Undo :meth:`attach` (the target behaves as before)."""
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
         self._pending = None
+        if self._inner is None:
+            return
+        mlp = self._mlp
+        if mlp.__dict__.get("forward") == self._adapted_forward:
+            if self._saved_forward is None:
+                del mlp.__dict__["forward"]
+            else:
+                mlp.forward = self._saved_forward
+        self._inner = self._saved_forward = None
+
+    def _adapted_forward(self, *args, **kwargs):
+        """The target's ``forward`` with the branch added to its output."""
+        return self._add_branch(args, kwargs, self._inner(*args, **kwargs))
 
     def _first_argument(self, args: tuple, kwargs: dict) -> torch.Tensor:
         if args:
@@ -176,16 +200,19 @@ class AdaptedMLP(nn.Module):
     def _capture(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self._pending = self._first_argument(args, kwargs)
 
-    def _add_branch(self, module: nn.Module, args: tuple, kwargs: dict, output):
+    def _add_branch(self, args: tuple, kwargs: dict, output):
         runtime = self._runtime
-        if runtime is not None and runtime.disabled:
-            self._pending = None
-            return None
+        plan = None
+        if runtime is not None:
+            if runtime.disabled:
+                self._pending = None
+                return output
+            plan = runtime.plan  # a one-token continuation on the fast path
         h = output[0] if isinstance(output, tuple) else output
         if self.reads == "mlp_output":
             stream = h
         elif self._source is self._mlp:
-            stream = self._first_argument(args, kwargs)
+            stream = args[0] if args else self._first_argument(args, kwargs)
         else:
             stream, self._pending = self._pending, None
             if stream is None:
@@ -193,11 +220,12 @@ class AdaptedMLP(nn.Module):
                     f"the adapter at {self.adapter_name!r} reads the input of its pair's first "
                     "layer, which did not run before the second"
                 )
-        fast = None
-        if runtime is not None and stream.dim() == 3 and stream.shape[1] == 1:
-            fast = runtime.add_decode_step(self, stream, h)  # cached decoding, one token
-        h = h + self.branch(stream).reshape(h.shape).to(h.dtype) if fast is None else fast
-        return (h, *output[1:]) if isinstance(output, tuple) else h
+        out = None if plan is None else plan.step(self.adapter_name, stream, h)
+        if out is None:
+            y = self.branch(stream).reshape(h.shape)
+            # one rounding to the target's dtype (a float32 branch beside a bf16/fp16 model)
+            out = h + y if y.dtype == h.dtype else (h.to(y.dtype) + y).to(h.dtype)
+        return (out, *output[1:]) if isinstance(output, tuple) else out
 
     def branch(self, stream: torch.Tensor) -> torch.Tensor:
         """The adapter's output for a stream, inside or outside a model call.
@@ -239,7 +267,7 @@ class AdaptedMLP(nn.Module):
         return y.reshape(shape)
 
     def forward(self, x: torch.Tensor, *args, **kwargs):
-        """Call the target (its hooks add the branch once attached).
+        """Call the target (its wrapped ``forward`` adds the branch once attached).
 
         Parameters
         ----------
@@ -398,6 +426,7 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
         adapted.attach()
         for p in adapted.adapter.parameters():
             p.requires_grad_(True)
+    runtime.adapted = dict(wrapped)
     runtime.attach(model)
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
     if callable(getattr(type(model), _SAVE_ATTR, None)):
@@ -408,8 +437,9 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
 def remove(model: nn.Module) -> nn.Module:
     """Take the adapters out and restore the original model exactly (in place).
 
-    The hooks and the ``hrm_adapters`` container go, the ``requires_grad`` flags are those
-    before :func:`inject`, and ``save_pretrained`` is the class's again.
+    The wrapped ``forward`` methods, the hooks and the ``hrm_adapters`` container go, the
+    ``requires_grad`` flags are those before :func:`inject`, and ``save_pretrained`` is the
+    class's again.
 
     Parameters
     ----------

@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
-from adapters.scan import autocast_on
 from adapters.ssm import DiagonalSSM
 
 __all__ = ["HRMAdapter", "READS"]
@@ -237,65 +236,46 @@ class HRMAdapter(nn.Module):
         >>> torch.allclose(y_t, adapter(u)[:, 2], atol=1e-5)
         True
         """
+        y, state = self.ssm.step(x_t, state)
+        return self.gate.to(y.dtype) * y, state
+
+    def decode_weights(self):
+        r"""The discrete system in the layout of cached decoding, gate folded into the readout.
+
+        Real modes and complex modes form two groups; each group's state advances as
+        ``s = ā ⊙ s + x W_in`` and is read out as ``y = s W_out``, where a complex group's
+        state is seen through ``view_as_real`` (interleaved (Re, Im) pairs), so that its
+        ``W_out`` rows hold ``2 Re C`` and ``-2 Im C`` (``y = 2 Re(C s)``).
+        :class:`adapters.generation.AdapterRuntime` reads these once per generation.
+
+        Returns
+        -------
+        real : tuple or None
+            ``(ā (n_real,), W_in (H, n_real), W_out (n_real, H))``, contiguous; None without
+            real modes.
+        cplx : tuple or None
+            ``(ā (n_complex,) complex, W_in (H, 2 n_complex), W_out (2 n_complex, H))``;
+            None without complex modes.
+
+        Examples
+        --------
+        >>> adapter = HRMAdapter(8, 4, gate_init=0.5)
+        >>> (a, W_in, W_out), cplx = adapter.decode_weights()
+        >>> x, s = torch.randn(1, 8), torch.randn(1, 4)
+        >>> y, s1 = adapter.step(x, s)
+        >>> bool(torch.allclose(a * s + x @ W_in, s1)), cplx is None
+        (True, True)
+        """
         ssm = self.ssm
-        if state is None or not self.decodes_fast(x_t):
-            y, state = ssm.step(x_t, state)
-            return self.gate.to(y.dtype) * y, state
-        ssm._check_input(x_t, 2)
-        if state.shape != (x_t.shape[0], ssm.d_state):
-            ssm._split_state(state, x_t.shape[0])  # raises the shape error
-        y, state = self.decode_step(x_t, state)
-        return y.to(x_t.dtype), state
-
-    def decodes_fast(self, x_t):
-        """Whether :meth:`decode_step` applies: real modes, no autograd, no autocast.
-
-        Parameters
-        ----------
-        x_t : torch.Tensor
-            The step's input (its device decides the autocast check).
-
-        Returns
-        -------
-        bool
-        """
-        return not (self.ssm.n_complex or torch.is_grad_enabled()
-                    or autocast_on(x_t.device.type))
-
-    def decode_step(self, x_t, state, kernel=None):
-        """Unchecked decoding step ``s = ā s + B̄ x_t``, ``y = (gate C) s`` (three kernels).
-
-        For callers that checked the shapes and :meth:`decodes_fast` (cached generation).
-
-        Parameters
-        ----------
-        x_t : torch.Tensor, shape (B, H)
-        state : torch.Tensor, shape (B, N)
-        kernel : tuple, optional
-            :meth:`decode_kernel`, when the caller keeps it (computed here otherwise).
-
-        Returns
-        -------
-        y_t : torch.Tensor, shape (B, H)
-            In the adapter's dtype.
-        state : torch.Tensor, shape (B, N)
-        """
-        a, W_in_t, W_out_t = self.decode_kernel() if kernel is None else kernel
-        if x_t.dtype != W_in_t.dtype:
-            x_t = x_t.to(W_in_t.dtype)
-        s = torch.addcmul(torch.mm(x_t, W_in_t), a, state)  # (B, N)
-        return torch.mm(s, W_out_t), s
-
-    def decode_kernel(self):
-        """``(ā, B̄ᵀ, (gate · C)ᵀ)`` of a real-mode SSM, contiguous, for :meth:`decode_step`.
-
-        Returns
-        -------
-        a : torch.Tensor, shape (N,)
-        W_in_t : torch.Tensor, shape (H, N)
-        W_out_t : torch.Tensor, shape (N, H)
-            With the gate folded in.
-        """
-        a, _, W_in, W_out = self.ssm._projections()
-        W_out = self.gate.to(W_out.dtype) * W_out
-        return a, W_in.t().contiguous(), W_out.t().contiguous()
+        with torch.no_grad():
+            a_r, a_c, W_in, W_out = ssm._projections()  # (W, H), (H, 2 n_complex + n_real)
+            W_out = self.gate.to(W_out.dtype) * W_out
+            n2, n_r = 2 * ssm.n_complex, ssm.n_real
+            real = cplx = None
+            if a_c is not None:
+                cplx = (a_c.contiguous(), W_in[:n2].t().contiguous(),
+                        W_out[:, :n2].t().contiguous())
+            if a_r is not None:
+                real = (a_r.contiguous(), W_in[n2:n2 + n_r].t().contiguous(),
+                        W_out[:, n2:n2 + n_r].t().contiguous())
+        return real, cplx

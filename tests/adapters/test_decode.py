@@ -1,0 +1,129 @@
+"""The fast one-token decode path of cached generation (``adapters.generation._Plan``).
+
+Every check compares it with the general path (the same call with the fast path switched off)
+and with the full forward, for real, complex and mixed adapters, batch 1 and 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from adapters import DiagonalSSM, HRMAdapter, HRMConfig, find_adapters, inject
+from adapters import generation as gen_mod
+from adapters.generation import get_adapter_states
+
+transformers = pytest.importorskip("transformers")
+from transformers import DynamicCache  # noqa: E402
+
+H, VOCAB, TOL = 32, 64, 1e-5
+
+
+def _model(mode: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=H, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=2, num_key_value_heads=1,
+                                   vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
+    model = inject(transformers.LlamaForCausalLM(cfg).eval(),
+                   HRMConfig(d_state=6, mode="complex" if mode == "complex" else "real",
+                             gate_init=0.5))
+    rng = np.random.default_rng(1)
+    for i, adapted in enumerate(find_adapters(model).values()):
+        if mode == "mixed":  # 3 real poles (one negative) and 2 complex pairs, as reduce makes
+            a = np.array([0.95, -0.6, 0.3 + 0.1 * i, 0.9 * np.exp(0.4j), 0.7 * np.exp(2.0j)])
+            cplx = a.imag != 0
+            B = rng.standard_normal((5, H)) + 1j * rng.standard_normal((5, H)) * cplx[:, None]
+            C = rng.standard_normal((H, 5)) + 1j * rng.standard_normal((H, 5)) * cplx
+            ssm = DiagonalSSM.from_discrete(a, B / H ** 0.5, C, dtype=torch.float32)
+            adapted.adapter = HRMAdapter(H, ssm=ssm, gate_init=0.5)
+        else:
+            ssm = adapted.adapter.ssm
+            with torch.no_grad():  # long memory: a lost or stale state shows in the logits
+                for p in (getattr(ssm, "log_dt", None), getattr(ssm, "log_dt_cplx", None)):
+                    if p is not None:
+                        p.fill_(-2.5)
+    return model
+
+
+def _ids(batch: int, length: int, seed: int = 2) -> torch.Tensor:
+    return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def _decode(model, seq, prefill, *, fast=True, mask=False):
+    """Logits of a prefill then one token per call (what greedy generate does)."""
+    runs = []
+    original = gen_mod.AdapterRuntime._plan
+
+    def plan(self, ctx):
+        p = original(self, ctx) if fast else None
+        runs.append(p)
+        return p
+
+    kw = {}
+    with torch.no_grad(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gen_mod.AdapterRuntime, "_plan", plan)
+        cache = DynamicCache(config=model.config)
+        if mask:
+            kw["attention_mask"] = torch.ones_like(seq[:, :prefill])
+        steps = [model(seq[:, :prefill], cache=cache, **kw).logits[:, -1]]
+        for t in range(prefill, seq.shape[1]):
+            if mask:
+                kw["attention_mask"] = torch.ones_like(seq[:, : t + 1])
+            steps.append(model(seq[:, t:t + 1], cache=cache, **kw).logits[:, -1])
+    return torch.stack(steps, 1), cache, runs
+
+
+@pytest.mark.parametrize("mode", ["real", "complex", "mixed"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_fast_decode_equals_the_general_path_and_the_full_forward(mode, batch):
+    model = _model(mode)
+    seq = _ids(batch, 14)
+    fast, cache_f, runs = _decode(model, seq, 5, mask=batch == 2)
+    assert len(runs) == 9 and all(p is not None and all(p.ran) for p in runs)  # taken throughout
+    general, cache_g, runs_g = _decode(model, seq, 5, fast=False, mask=batch == 2)
+    assert not any(runs_g)
+    with torch.no_grad():
+        full = model(seq, use_cache=False).logits[:, 4:]  # (B, 10, V)
+    assert (fast - general).abs().max().item() < TOL
+    assert (fast - full).abs().max().item() < TOL
+    s_f, s_g = (next(iter(get_adapter_states(c).values())) for c in (cache_f, cache_g))
+    assert s_f.keys() == s_g.keys()
+    n = 5 if mode == "mixed" else 6
+    for k in s_g:  # the states stored with the cache, in the adapters' own layout
+        assert s_f[k].dtype == s_g[k].dtype and s_f[k].shape == s_g[k].shape == (batch, n)
+        assert (s_f[k] - s_g[k]).abs().max().item() < TOL
+
+
+def test_crop_by_one_after_fast_steps_and_reorder_resume_exactly():
+    model = _model("mixed")
+    seq = _ids(2, 12)
+    alt = _ids(2, 1, seed=7)
+    with torch.no_grad():
+        _, cache, _ = _decode(model, seq[:, :10], 5)
+        cache.crop(-1)  # back to 9 tokens: the state before the last fast step
+        out = model(alt, cache=cache).logits[:, -1]
+        ref = model(torch.cat([seq[:, :9], alt], 1), use_cache=False).logits[:, -1]
+        assert (out - ref).abs().max().item() < TOL
+        cache.reorder_cache(torch.tensor([1, 0]))  # beam search: states follow the rows
+        out = model(seq[[1, 0], 10:11], cache=cache).logits[:, -1]
+        ref = model(torch.cat([seq[:, :9], alt, seq[:, 10:11]], 1)[[1, 0]],
+                    use_cache=False).logits[:, -1]
+    assert (out - ref).abs().max().item() < TOL
+
+
+def test_a_padded_decode_token_feeds_no_state():
+    """A decode step whose token is masked leaves the state at ā s (general path on CPU)."""
+    model = _model("real")
+    seq = _ids(1, 8)
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config)
+        model(seq[:, :6], cache=cache)
+        before = dict(next(iter(get_adapter_states(cache).values())))
+        mask = torch.ones(1, 7, dtype=torch.long)
+        mask[:, -1] = 0
+        model(seq[:, 6:7], cache=cache, attention_mask=mask)
+        after = next(iter(get_adapter_states(cache).values()))
+    for name, adapted in find_adapters(model).items():
+        a = adapted.adapter.ssm.discrete()[0]
+        assert (after[name] - a * before[name]).abs().max().item() < 1e-6
