@@ -103,11 +103,29 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     Returns
     -------
     dict of str to torch.Tensor
+
+    Raises
+    ------
+    CheckpointError
+        Adapter parameters are partitioned by DeepSpeed ZeRO-3 (their local data is a shard
+        or empty): gather them first, on every rank, e.g.
+        ``with deepspeed.zero.GatheredParameters(list(model.parameters())): save_adapter(...)``.
     """
     out = {}
+    partitioned = []
     for name, adapted in find_adapters(model).items():
-        for key, value in adapted.adapter.state_dict().items():
+        for key, value in adapted.adapter.state_dict(keep_vars=True).items():
+            full = getattr(value, "ds_shape", None)  # set on ZeRO-3 parameters
+            if full is not None and tuple(value.shape) != tuple(full):
+                partitioned.append(f"{name}.{key}")
             out[f"{name}.{key}"] = value.detach().to("cpu").contiguous()
+    if partitioned:
+        raise CheckpointError(
+            f"{len(partitioned)} of {len(out)} adapter tensors are partitioned by DeepSpeed "
+            f"ZeRO-3 here (e.g. {partitioned[0]!r}), so their local data is not the tensor; "
+            "gather them on every rank first: `with deepspeed.zero.GatheredParameters("
+            "list(model.parameters())): save_adapter(model, directory)`"
+        )
     return out
 
 
@@ -204,6 +222,9 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     ------
     AdapterError
         ``model`` has no adapters.
+    CheckpointError
+        The adapters are partitioned by DeepSpeed ZeRO-3 (see :func:`adapter_state_dict`);
+        nothing is written.
 
     Notes
     -----
