@@ -374,9 +374,14 @@ def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -
     takes, _ = _first_parameter(src)
     if not takes:
         return f"{source!r}.forward takes no positional stream argument"
+    if any(isinstance(m, nn.Embedding) for m in (*module.modules(), *src.modules())):
+        return f"{name!r} holds an embedding: it is called with token ids, not the stream"
     w_in, _ = _widths(src)
     _, w_out = _widths(module)
     if w_in is None and w_out is None:
+        if next(module.parameters(), None) is None:  # an activation, dropout, identity ...
+            return (f"{name!r} has no parameters, so the width of what it is called with "
+                    "cannot be checked before the first forward")
         w_out = _dry_run_width(module, width)
         if w_out is None:
             return (f"{name!r} has no linear layer and could not be run on a (1, 2, {width}) "

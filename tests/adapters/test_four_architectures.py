@@ -104,6 +104,25 @@ def test_projections_inside_the_mlp_are_refused_at_inject(kind, which):
     _untouched(model, before)
 
 
+ACTIVATION = {"gpt2": "mlp.act", "llama": "mlp.act_fn", "qwen2": "mlp.act_fn",
+              "mistral": "mlp.act_fn"}
+DECODER = {"gpt2": "transformer", "llama": "model", "qwen2": "model", "mistral": "model"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("which", ["activation", "whole decoder"])
+def test_modules_whose_stream_cannot_be_checked_are_refused_at_inject(kind, which):
+    """Before: accepted, then an AdapterShapeError at the first forward (the activation is
+    called with the 2H-wide hidden layer; the decoder with token ids)."""
+    model = tiny_lm(kind)
+    before = _snapshot(model)
+    target, match = ((ACTIVATION[kind], "has no parameters") if which == "activation"
+                     else (DECODER[kind], "holds an embedding"))
+    with pytest.raises(AdapterShapeError, match=match):
+        inject(model, HRMConfig(d_state=4, target_modules=[target]))
+    _untouched(model, before)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("where", "reads"), [("default", "mlp_input"), ("attention", "mlp_input"),
                                               ("attention", "mlp_output"),
