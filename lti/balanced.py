@@ -531,7 +531,7 @@ def balanced_truncation(
     Notes
     -----
     With ``P = Lc Lc^T``, ``Q = Lo Lo^T`` (both factors from one Schur decomposition, or
-    for a stable dense system with ``n <= 128`` from one factored squared-Smith pass
+    for a stable dense system with ``n <= 1024`` from one factored squared-Smith pass
     sharing the powers of ``A``, whose convergence also certifies stability) and
     ``Lo^T Lc = U Sigma V^T``, the square-root projections onto the r dominant states are
 

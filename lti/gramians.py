@@ -19,7 +19,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._hammarling import schur_factor
-from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factors
+from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factors, try_smith
 from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
@@ -101,7 +101,10 @@ def stable_gramian_factors(
     Modal ``A`` (diagonal, or the conjugate-pair 2x2 blocks of
     :meth:`~lti.DiscreteLTI.from_diagonal`): the closed-form Schur algorithm of
     :func:`lti.modal.modal_gramian_factors` on the generators. Dense ``A`` with
-    ``n <= SMITH_MAX_N`` (and no `schur`): one factored squared-Smith pass sharing the
+    ``n <= SMITH_MAX_N = 1024`` (and no `schur`; above ``SMITH_SCREEN_N = 128`` only when
+    :func:`lti._smith.smith_promising` predicts convergence from 32 products ``A^k B``, so
+    that a slowly decaying ``A`` does not pay for a failed attempt): one factored
+    squared-Smith pass sharing the
     powers of ``A`` between both factors, accepted only when it converges within
     ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)``
     (its convergence certifies stability). Otherwise ONE real Schur decomposition of
@@ -124,7 +127,7 @@ def stable_gramian_factors(
         Lc, Lo, rho = modal_gramian_factors(G.A, G.B, G.C, modal=modal)
         return GramianFactors(Lc, Lo, rho, "modal")
     diagonal = schur is None and G.is_diagonal
-    if schur is None and not diagonal and n <= SMITH_MAX_N:
+    if schur is None and not diagonal and try_smith(n, G.A, G.B):
         out = smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=SMITH_AUTO_ITER,
                             max_growth=SMITH_MAX_GROWTH)
         if out is not None:
@@ -434,7 +437,8 @@ def gramian_factors(sys, *, horizon: int | None = None):
 
     Notes
     -----
-    Dense infinite horizon: up to n = 128 one factored squared-Smith pass shares the
+    Dense infinite horizon: up to n = 1024 (above n = 128 only when a cheap screen of the
+    decay of ``A^k B`` predicts convergence) one factored squared-Smith pass shares the
     powers of ``A`` between both factors (see :func:`lti.lyapunov.lyapunov_factor`);
     otherwise (or when that iteration does not converge quickly) ONE real Schur
     decomposition of ``A`` is shared by both Hammarling solves. Finite horizon: one doubling

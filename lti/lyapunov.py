@@ -32,7 +32,7 @@ from scipy.linalg import blas
 from lti._hammarling import compress_rows, hammarling_dense, schur_factor
 from lti._schur import SchurForm, ct, real_schur
 from lti._slycot import factor_slycot, solve_slycot
-from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, SMITH_MAX_N, smith_factor
+from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factor, try_smith
 from lti._stein import REFINE_RTOL, smith_solve, solve_schur
 from lti._validation import (
     as_float_matrix,
@@ -212,7 +212,10 @@ def lyapunov_factor(
         Right-hand side factor (a 1-D ``B`` is one column).
     method : {"auto", "diagonal", "hammarling", "smith", "slycot"}, optional
         ``"auto"``: ``"diagonal"`` for diagonal ``A``; for real dense ``A`` with
-        ``n <= 128`` (and no `schur` given) ``"smith"`` when it converges within 12
+        ``n <= 1024`` (and no `schur` given; above n = 128 only when 32 products
+        ``A^k B`` decay by at least 0.96 per step, ``lti._smith.smith_promising``, so that a
+        slowly decaying ``A`` does not pay for a failed attempt) ``"smith"`` when it
+        converges within 12
         squarings with every power ``||A^(2^k)||_F <= 8 sqrt(n)`` (the growth guard
         ``SMITH_MAX_GROWTH`` of :mod:`lti._smith`: spectral radius up to about 0.99 and no
         transient growth; a dense A with decaying powers has ``||A||_F ~ rho sqrt(n)``),
@@ -319,7 +322,8 @@ def lyapunov_factor(
     real = not (np.iscomplexobj(M) or np.iscomplexobj(a) or np.iscomplexobj(Bm))
     if method == "auto":
         method = "diagonal" if a is not None else "hammarling"
-        if method == "hammarling" and real and schur is None and 0 < n <= SMITH_MAX_N:
+        if (method == "hammarling" and real and schur is None
+                and try_smith(n, M.T if transpose else M, Bm)):
             L = smith_factor(M, Bm, transpose, SMITH_AUTO_ITER, SMITH_MAX_GROWTH)
             if L is not None:
                 return L

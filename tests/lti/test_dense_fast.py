@@ -173,3 +173,64 @@ def test_norm2_estimate_both_paths(cols):
         if abs(ref - prev) <= 1e-3 * ref:
             break
     assert est == pytest.approx(max(ref, np.max(np.abs(L))), rel=1e-12)
+
+
+def _random_stable(n, rho, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    return A, rng.standard_normal((n, 2)), rng.standard_normal((2, n))
+
+
+def test_smith_above_128_states_only_when_the_screen_predicts_convergence(monkeypatch):
+    import lti.gramians as gramians
+    from lti import DiscreteLTI, hankel_singular_values
+
+    A, B, C = _random_stable(160, 0.9, 1)
+    G = DiscreteLTI(A, B, C)
+    F = gramians.stable_gramian_factors(G)
+    assert F.path == "smith"
+    for L, M, R in ((F.Lc, A, B), (F.Lo, A.T, C.T)):
+        X = L @ L.T
+        assert np.linalg.norm(M @ X @ M.T - X + R @ R.T) <= 1e-13 * np.linalg.norm(X)
+    S = gramians.real_schur(A)  # the Schur path (a given Schur form skips Smith)
+    Fs = gramians.stable_gramian_factors(G, schur=S)
+    hs = np.linalg.svd(Fs.Lo.T @ Fs.Lc, compute_uv=False)
+    assert np.max(np.abs(hankel_singular_values(G) - hs)) <= 1e-12 * hs[0]
+    # spectral radius 0.9999: Smith would fail after 12 squarings; the screen skips it
+    A, B, C = _random_stable(160, 0.9999, 2)
+
+    def no_smith(*args, **kwargs):
+        raise AssertionError("Smith attempted although the screen predicts no convergence")
+
+    monkeypatch.setattr(gramians, "smith_factors", no_smith)
+    assert gramians.stable_gramian_factors(DiscreteLTI(A, B, C)).path == "schur"
+
+
+def test_auto_factor_above_128_states():
+    import lti.lyapunov as lyapunov
+
+    for rho, smith in ((0.9, True), (0.9999, False)):
+        A, B, _ = _random_stable(150, rho, 3)
+        for transpose in (False, True):
+            L = lyapunov.lyapunov_factor(A, B, transpose=transpose)
+            expect = "smith" if smith else "hammarling"
+            assert np.array_equal(L, lyapunov.lyapunov_factor(A, B, transpose=transpose,
+                                                              method=expect))
+            M = A.T if transpose else A
+            X = L @ L.T
+            assert np.linalg.norm(M @ X @ M.T - X + B @ B.T) <= 1e-12 * np.linalg.norm(X)
+
+
+def test_smith_screen_edge_cases():
+    from lti._smith import smith_promising
+
+    n = 200
+    shift = np.eye(n, k=-1)  # nilpotent
+    assert smith_promising(shift, np.eye(n)[:, [n - 10]]) is True  # A^10 B = 0
+    assert smith_promising(shift, np.eye(n, 1)) is False  # ||A^j B|| = 1 for j < n: Schur path
+    assert smith_promising(0.5 * np.eye(n), np.zeros((n, 2))) is False  # nothing to sum
+    assert smith_promising(1.01 * np.eye(n), np.ones(n)) is False  # growing
+    assert smith_promising(1e200 * np.eye(n), np.ones((n, 1))) is False  # no overflow
+    assert smith_promising(0.95 * np.eye(n), 1e-300 * np.ones((n, 1))) is True  # no underflow
+    assert smith_promising(0.97 * np.eye(n), np.ones((n, 1))) is False  # g = 0.97
