@@ -66,6 +66,7 @@ _CACHE_KWARGS = ("cache", "past_key_values", "cache_params")
 """Names of the KV cache argument and output field: transformers 5.x says ``cache`` and
 deprecates the other two (removal announced for 5.40); older versions say ``past_key_values``."""
 _STATES_ATTR = "_hrm_adapter_states"
+_RING = 3  # state buffers per batch size: the step's, the record's, the record's start
 _WRAPPED_ATTR = "_hrm_adapter_wrapped"
 
 
@@ -108,18 +109,59 @@ class _DecodeWeights:
                  if g is not None for t in g[1:]}
         return cls(names, weights) if len(kinds) == 1 else None
 
-    def for_batch(self, batch: int) -> tuple:
-        """Poles repeated for ``batch`` rows, block sizes, weights viewed for ``baddbmm``."""
+    def for_batch(self, batch: int) -> _Batch:
+        """Poles, weights and a ring of state buffers for ``batch`` rows (made once)."""
         got = self._batches.get(batch)
         if got is None:
-            a_r = torch.cat([a.repeat(batch) for a in self.poles_r]) if self.poles_r else None
-            a_c = torch.cat([a.repeat(batch) for a in self.poles_c]) if self.poles_c else None
-            sizes_r = [batch * n for n in self.n_real if n]
-            sizes_c = [2 * batch * n for n in self.n_cplx if n]  # floats of view_as_real
-            expanded = [tuple(None if g is None else tuple(W.expand(batch, *W.shape) for W in g)
-                              for g in pair) for pair in self.groups]
-            got = self._batches[batch] = (a_r, a_c, sizes_r, sizes_c, expanded)
+            got = self._batches[batch] = _Batch(self, batch)
         return got
+
+
+class _Batch:
+    """What a decode step of ``batch`` rows needs: the poles repeated per row, the weights
+    viewed for ``baddbmm``, and :data:`_RING` preallocated state buffers with their per-adapter
+    views, so that a step allocates nothing and makes no views."""
+
+    def __init__(self, weights: _DecodeWeights, batch: int) -> None:
+        r, c = weights.poles_r, weights.poles_c
+        self.a_r = torch.cat([a.repeat(batch) for a in r]) if r else None  # (B * R,)
+        self.a_c = torch.cat([a.repeat(batch) for a in c]) if c else None  # (B * K,)
+        self.expanded = [tuple(None if g is None else tuple(W.expand(batch, *W.shape) for W in g)
+                               for g in pair) for pair in weights.groups]
+        self.weights, self.batch = weights, batch
+        self.ring = []
+        for _ in range(_RING):
+            real = None if self.a_r is None else torch.empty_like(self.a_r)
+            cplx = None if self.a_c is None else torch.empty_like(self.a_c)
+            stack = _Stack(weights, batch, real, cplx, ring=True)
+            self.ring.append((stack, self.slots(stack)))
+
+    def slots(self, stack: _Stack) -> list[tuple]:
+        """Per adapter ``(real block (B, 1, n), its weights, complex block as (Re, Im) pairs
+        (B, 1, 2n), its weights)``, views of ``stack``'s buffers."""
+        w, B = self.weights, self.batch
+        views_r = iter(()) if stack.real is None else iter(
+            torch.split(stack.real, [B * n for n in w.n_real if n]))
+        views_c = iter(()) if stack.cplx is None else iter(torch.split(
+            torch.view_as_real(stack.cplx).view(-1), [2 * B * n for n in w.n_cplx if n]))
+        out = []
+        for (g_r, g_c), (e_r, e_c) in zip(w.groups, self.expanded, strict=True):
+            v_r = None if g_r is None else next(views_r).view(B, 1, -1)  # (B, 1, n_real)
+            v_c = None if g_c is None else next(views_c).view(B, 1, -1)  # (B, 1, 2 n_cplx)
+            out.append((v_r, e_r, v_c, e_c))
+        return out
+
+    def take(self, busy: tuple) -> tuple[_Stack, list] | None:
+        """A ring buffer that none of ``busy`` (stacks still referenced) is; None if the ring
+        cannot be written here (made under inference mode, now outside it)."""
+        for stack, slots in self.ring:
+            if not any(stack is b for b in busy):
+                t = stack.real if stack.real is not None else stack.cplx
+                if (not torch.compiler.is_compiling() and t.is_inference()
+                        and not torch.is_inference_mode_enabled()):
+                    return None
+                return stack, slots
+        return None
 
 
 class _Stack:
@@ -129,8 +171,10 @@ class _Stack:
     an empty group.
     """
 
-    def __init__(self, weights: _DecodeWeights, batch: int, real, cplx) -> None:
+    def __init__(self, weights: _DecodeWeights, batch: int, real, cplx, *,
+                 ring: bool = False) -> None:
         self.weights, self.batch, self.real, self.cplx = weights, batch, real, cplx
+        self.ring = ring  # a buffer of the ring, rewritten a few steps later
 
     def blocks(self) -> tuple[list, list]:
         """Per adapter, views of its real block (B, n_real) and complex block (B, n_complex)."""
@@ -143,15 +187,20 @@ class _Stack:
         c = [next(cplx).view(B, n) if n else None for n in w.n_cplx]
         return r, c
 
-    def states(self) -> dict[str, torch.Tensor]:
-        """``{name: (B, N)}`` in each adapter's state layout (real modes first)."""
+    def states(self, *, keep: bool = True) -> dict[str, torch.Tensor]:
+        """``{name: (B, N)}`` in each adapter's state layout (real modes first).
+
+        With ``keep``, tensors that stay valid when a ring buffer is rewritten (copies);
+        otherwise views valid for the current call.
+        """
         r, c = self.blocks()
         out = {}
         for name, s_r, s_c in zip(self.weights.names, r, c, strict=True):
             if s_r is not None and s_c is not None:
                 out[name] = torch.cat([s_r.to(s_c.dtype), s_c], dim=-1)
             else:
-                out[name] = s_r if s_c is None else s_c
+                s_one = s_r if s_c is None else s_c
+                out[name] = s_one.clone() if keep and self.ring else s_one
         return out
 
     @classmethod
@@ -176,22 +225,25 @@ class _Plan:
     """One decode step of all adapters: every pole applied at once, then layer by layer
     ``s += x B̄ᵀ`` in place and ``h + s (gate C)ᵀ``."""
 
-    def __init__(self, weights: _DecodeWeights, prev: _Stack, keep: torch.Tensor | None):
+    def __init__(self, weights: _DecodeWeights, prev: _Stack, keep: torch.Tensor | None,
+                 busy: tuple = ()) -> None:
         B = prev.batch
-        a_r, a_c, sizes_r, sizes_c, expanded = weights.for_batch(B)
-        real = None if prev.real is None else a_r * prev.real  # (B * R,): ā ⊙ s, all adapters
-        cplx = None if prev.cplx is None else a_c * prev.cplx  # (B * K,) complex
+        batch = weights.for_batch(B)
+        taken = batch.take((prev, *busy))
+        if taken is None:  # fresh buffers
+            real = None if prev.real is None else torch.empty_like(prev.real)
+            cplx = None if prev.cplx is None else torch.empty_like(prev.cplx)
+            stack = _Stack(weights, B, real, cplx)
+            slots = batch.slots(stack)
+        else:
+            stack, slots = taken
+        if prev.real is not None:
+            torch.mul(batch.a_r, prev.real, out=stack.real)  # (B * R,): ā ⊙ s, all adapters
+        if prev.cplx is not None:
+            torch.mul(batch.a_c, prev.cplx, out=stack.cplx)  # (B * K,) complex
         self.weights, self.prev, self.keep, self.batch = weights, prev, keep, B
-        self.stack = _Stack(weights, B, real, cplx)
+        self.stack, self.slots = stack, slots
         self.ran = [False] * len(weights.names)
-        views_r = iter(()) if real is None else iter(torch.split(real, sizes_r))
-        views_c = iter(()) if cplx is None else iter(
-            torch.split(torch.view_as_real(cplx).view(-1), sizes_c))
-        self.slots = []
-        for (g_r, g_c), (e_r, e_c) in zip(weights.groups, expanded, strict=True):
-            v_r = None if g_r is None else next(views_r).view(B, 1, -1)  # (B, 1, n_real)
-            v_c = None if g_c is None else next(views_c).view(B, 1, -1)  # (B, 1, 2 n_cplx)
-            self.slots.append((v_r, e_r, v_c, e_c))
 
     def step(self, name: str, u: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
         """``h`` plus adapter ``name``'s branch for stream ``u``; None if the shapes do not fit.
@@ -247,7 +299,7 @@ class _StateRecord:
     @property
     def states(self) -> dict[str, torch.Tensor]:
         if self._states is None:
-            self._states = self.stack.states()
+            self._states = self.stack.states()  # copies of ring buffers
         return self._states
 
     @states.setter
@@ -317,7 +369,7 @@ class _Context:
         """States to start from (None for a new sequence), made when first asked for."""
         if self._initial is None and self.record is not None:
             prev = None if self.plan is None else self.plan.prev
-            self._initial = (prev.states() if prev is not None
+            self._initial = (prev.states(keep=False) if prev is not None
                              else self.record.states_at(self.past))
         return self._initial
 
@@ -557,7 +609,9 @@ class AdapterRuntime:
             prev = _Stack.gather(weights, ctx.record.states_at(ctx.past), ctx.batch)
         if prev is None or prev.batch != ctx.batch:
             return None
-        return _Plan(weights, prev, keep)
+        start = ctx.record._start
+        return _Plan(weights, prev, keep, busy=(ctx.record.stack, start)
+                     if isinstance(start, _Stack) else (ctx.record.stack,))
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
         ctx = self._stack.pop() if self._stack else None

@@ -127,3 +127,33 @@ def test_a_padded_decode_token_feeds_no_state():
     for name, adapted in find_adapters(model).items():
         a = adapted.adapter.ssm.discrete()[0]
         assert (after[name] - a * before[name]).abs().max().item() < 1e-6
+
+
+def test_states_handed_out_are_not_rewritten_by_later_steps():
+    """The fast path reuses a ring of state buffers; tensors given out are copies."""
+    model = _model("complex")
+    seq = _ids(1, 12)
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config)
+        model(seq[:, :5], cache=cache)
+        model(seq[:, 5:6], cache=cache)
+        model(seq[:, 6:7], cache=cache)
+        given = next(iter(get_adapter_states(cache).values()))
+        kept = {k: v.clone() for k, v in given.items()}
+        for t in range(7, 12):
+            model(seq[:, t:t + 1], cache=cache)
+    assert all(torch.equal(given[k], kept[k]) for k in kept)
+
+
+def test_a_cache_filled_under_inference_mode_continues_under_no_grad():
+    model = _model("real")
+    seq = _ids(1, 10)
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(seq[:, :5], cache=cache)
+        for t in range(5, 8):
+            model(seq[:, t:t + 1], cache=cache)
+    with torch.no_grad():
+        out = [model(seq[:, t:t + 1], cache=cache).logits[:, -1] for t in (8, 9)]
+        full = model(seq, use_cache=False).logits[:, 8:]
+    assert (torch.stack(out, 1) - full).abs().max().item() < TOL
