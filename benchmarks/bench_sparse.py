@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -141,6 +142,9 @@ def main():
             f"# lti {lti.__version__}, numpy {np.__version__}, scipy {scipy.__version__}, "
             f"{platform.machine()}, python {platform.python_version()}",
             f"# BLAS threads (threadpoolctl): {pools}; clocks: wall and process CPU",
+            "# load average at start (1, 5, 15 min): "
+            + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+            + f" on {os.cpu_count()} CPUs (a shared machine: wall > CPU when loaded)",
         ]
         print("\n".join(head), flush=True)
         for n_req in args.sizes:
@@ -252,6 +256,8 @@ def main():
                      f"residual {r['residual']:.1e} in {r['cpu_s']:.2f} s CPU "
                      f"({r['time_s']:.2f} s wall on this machine) -> "
                      f"{'met' if ok else 'NOT met'}")
+    lines.append("- load average at the end (1, 5, 15 min): "
+                 + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     text = "\n".join(lines) + "\n"
     print(text)
     out = Path(args.out)
