@@ -587,7 +587,8 @@ def balanced_truncation(
 
     Sparse ``A`` (``scipy.sparse``, n up to ~1e5 and beyond): the factors are the low-rank
     ADI factors ``Zc``, ``Zo`` of :func:`lti.lowrank.lowrank_gramian_factors` (default
-    tolerance 1e-10; one sparse LU per shift, shared), the same projections give a dense
+    tolerance 1e-10, then ADI cycles until the HSVs >= 1e-6 sigma_1 are estimated accurate
+    to 1e-9; one sparse LU per shift, shared), the same projections give a dense
     reduced system, and ``hsv`` holds the k = min(rank_c, rank_o) values resolved. What is
     certified: the ADI residuals are positive semidefinite
     (``A Pk A^T - Pk + B B^T = W W^T``), so ``Pk = Zc Zc^T <= P``, ``Qk <= Q`` and every
