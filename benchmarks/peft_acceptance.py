@@ -203,7 +203,7 @@ def render(res: dict, command: str) -> str:
         f"load average at start {env['load_average']}; {env['seconds']:.0f} s",
         "```",
         "",
-        "### 1. save_pretrained -> from_pretrained (max |logit difference|)",
+        "**1. save_pretrained -> from_pretrained (max |logit difference|)**",
         "",
         "| model | from_pretrained vs base | + load_adapter vs adapted | save/load_adapter vs "
         "adapted | adapter effect | adapter keys reported unexpected |",
@@ -214,8 +214,8 @@ def render(res: dict, command: str) -> str:
                      f"{_fmt(r['from_pretrained_plus_load_adapter_vs_adapted'])} | "
                      f"{_fmt(r['save_load_adapter_vs_adapted'])} | {r['adapter_effect']:.3f} | "
                      f"{r['unexpected_keys_reported']} of {r['adapter_keys']} |")
-    lines += ["", "### 5. Cached vs full forward in half precision "
-              "(max |cached - full| / max |full|, same tokens)", "",
+    lines += ["", "**5. Cached vs full forward in half precision "
+              "(max |cached - full| / max |full|, same tokens)**", "",
               "| model | dtype | base | adapted | adapted / base | adapted in float32 | "
               "branch effect |", "|---|---|---:|---:|---:|---:|---:|"]
     for kind, per in res["dtype"].items():
@@ -223,7 +223,7 @@ def render(res: dict, command: str) -> str:
             lines.append(f"| {kind} | {low} | {r['base']:.2e} | {r['adapted']:.2e} | "
                          f"{r['ratio']:.2f} | {r['adapted_float32']:.1e} | "
                          f"{r['branch_effect']:.2f} |")
-    lines += ["", "### 6. Graph breaks (`torch._dynamo.explain`, graph breaks / graphs)", "",
+    lines += ["", "**6. Graph breaks (`torch._dynamo.explain`, graph breaks / graphs)**", "",
               "| model | base, no cache | adapted, no cache | base, cache (prefill + 1 step) | "
               "adapted, cache (prefill + 1 step) | break reasons (adapted) |",
               "|---|---:|---:|---:|---:|---|"]
@@ -232,7 +232,7 @@ def render(res: dict, command: str) -> str:
                  for k in ("base_no_cache", "adapted_no_cache", "base_cache", "adapted_cache")]
         reasons = sorted(set(r["adapted_no_cache"]["reasons"]) | set(r["adapted_cache"]["reasons"]))
         lines.append(f"| {kind} | " + " | ".join(cells) + f" | {'; '.join(reasons) or '-'} |")
-    lines += ["", "### 10. SIGKILL during save_adapter (one checkpoint overwritten in a loop)", "",
+    lines += ["", "**10. SIGKILL during save_adapter (one checkpoint overwritten in a loop)**", "",
               "| model | writer | kills | readable | previous save | new save | unreadable | "
               "stale JSON copy (warned) | saves completed |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
