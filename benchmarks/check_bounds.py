@@ -52,6 +52,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.signal
 from scipy.optimize import minimize_scalar
+from threadpoolctl import threadpool_limits
 
 import lti
 from lti import DiscreteLTI, balanced_truncation
@@ -295,13 +296,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    rows = run_cases(args.systems, args.fir_orders, args.seed)
+    with threadpool_limits(limits=1):  # BLAS pinned to one thread (results do not depend on it)
+        rows = run_cases(args.systems, args.fir_orders, args.seed)
     summary = summarise(rows)
     header = (f"## check_bounds ({args.label}): lti at commit {_commit()}, "
               f"{args.systems} nonnormal + {args.systems} resonant systems (one r each), "
               f"FIR orders {args.fir_orders} (every r); err by "
               f"{'AB13DD (slycot ' + slycot.__version__ + ')' if slycot else 'dense sweep'}, "
-              f"measurement rtol {MEAS_RTOL:g}; {time.perf_counter() - t0:.0f} s, "
+              f"measurement rtol {MEAS_RTOL:g}; {time.perf_counter() - t0:.0f} s (BLAS pinned to 1 "
+              "thread by threadpoolctl), "
               f"numpy {np.__version__}, scipy {scipy.__version__}, {platform.machine()}")
     md = markdown(summary, header)
     print(md)
