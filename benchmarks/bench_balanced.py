@@ -140,16 +140,23 @@ def available():
 
 
 def git_revision() -> str:
-    """Git tree hash of ``lti/`` in the checkout the benchmark runs from: content-addressed,
-    so it stays valid when the commit is rebased ("unknown" outside git)."""
+    """Git tree hash of the ``lti/`` that is imported (content-addressed, so it stays valid
+    when the commit is rebased), with a mark for uncommitted changes; its path when it is
+    not in a git checkout (e.g. an exported older tree on ``PYTHONPATH``)."""
     import subprocess
 
+    import lti as lti_pkg
+
+    root = pathlib.Path(lti_pkg.__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
-                             text=True, cwd=pathlib.Path(__file__).parent, check=True)
+                             text=True, cwd=root, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "lti"], capture_output=True,
+                               text=True, cwd=root, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"lti/ tree {out.stdout.strip()} (git rev-parse --short HEAD:lti)"
+        return f"lti imported from {root}/lti (not a git checkout)"
+    mark = " + uncommitted changes" if dirty else ""
+    return f"lti/ tree {out.stdout.strip()}{mark} (git rev-parse --short HEAD:lti)"
 
 
 def modal_system(N: int, H: int, kind: str, seed: int) -> DiscreteLTI:
@@ -209,6 +216,10 @@ def main(argv=None) -> int:
                         help="process CPU time (default) or wall time")
     parser.add_argument("--out", default=None,
                         help="folder for balanced.md / balanced.json (e.g. benchmarks/results)")
+    parser.add_argument("--name", default="balanced",
+                        help="stem of the result files in --out (default: balanced)")
+    parser.add_argument("--note", default="",
+                        help="a line added to the header (e.g. which lti tree is on PYTHONPATH)")
     args = parser.parse_args(argv)
     argv_s = " ".join(sys.argv[1:] if argv is None else argv)
     global _clock
@@ -232,7 +243,7 @@ def main(argv=None) -> int:
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.processor() or platform.machine()}; clock: {args.clock} time, best of "
             f"--repeat runs; code: {git_revision()}",
-        ]
+        ] + (["", args.note] if args.note else [])
         print("\n".join(header) + "\n")
         for n in args.sizes:
             G = random_system(n, seed=n)
@@ -314,7 +325,7 @@ def main(argv=None) -> int:
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "balanced.md").write_text("\n".join(header) + "\n\n" + "\n".join(lines) + "\n")
+        (out / f"{args.name}.md").write_text("\n".join(header) + "\n\n" + "\n".join(lines) + "\n")
         keys = ("n", "r", "method", "time_s", "time_over_ab09ad", "time_over_schur",
                 "hinf_error", "bound", "error_over_bound", "reduced_stable")
         data = dict(command=header[0], blas=header[2],
@@ -322,7 +333,7 @@ def main(argv=None) -> int:
                     hsv=[dict(zip(("n", "compared", "max_rel_diff", "sigma1", "sigman"), h,
                                   strict=True)) for h in hsv_rows],
                     modal=modal_rows)
-        (out / "balanced.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
+        (out / f"{args.name}.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
     return 0
 
 

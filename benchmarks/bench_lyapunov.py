@@ -5,7 +5,8 @@ Solves ``A X A^T - X + Q = 0`` with ``Q = B B^T`` (B: n x 2) for random stable `
 ``(-rho, rho)`` with one at rho), for n in ``--sizes`` and rho in ``--rhos``. Candidates:
 
 - ``lti solve``   ``lti.solve_discrete_lyapunov`` (auto: recursive blocked Schur / closed form)
-- ``lti factor``  ``lti.lyapunov_factor`` (auto: Hammarling / diagonal Hammarling), X = L L^T
+- ``lti factor``  ``lti.lyapunov_factor`` (auto: factored squared Smith where it is tried and
+  converges, else Hammarling; diagonal: closed form), X = L L^T; the ratio table names the path
 - ``scipy``       ``scipy.linalg.solve_discrete_lyapunov``
 - ``control``     ``control.dlyap``
 - ``SB03MD``      ``slycot.sb03md57`` (Schur + Bartels-Stewart, X)
@@ -49,16 +50,23 @@ from lti import lyapunov_factor, solve_discrete_lyapunov
 
 
 def git_revision() -> str:
-    """Git tree hash of ``lti/`` in the checkout the benchmark runs from: content-addressed,
-    so it stays valid when the commit is rebased ("unknown" outside git)."""
+    """Git tree hash of the ``lti/`` that is imported (content-addressed, so it stays valid
+    when the commit is rebased), with a mark for uncommitted changes; its path when it is
+    not in a git checkout (e.g. an exported older tree on ``PYTHONPATH``)."""
     import subprocess
 
+    import lti as lti_pkg
+
+    root = pathlib.Path(lti_pkg.__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
-                             text=True, cwd=pathlib.Path(__file__).parent, check=True)
+                             text=True, cwd=root, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "lti"], capture_output=True,
+                               text=True, cwd=root, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"lti/ tree {out.stdout.strip()} (git rev-parse --short HEAD:lti)"
+        return f"lti imported from {root}/lti (not a git checkout)"
+    mark = " + uncommitted changes" if dirty else ""
+    return f"lti/ tree {out.stdout.strip()}{mark} (git rev-parse --short HEAD:lti)"
 
 
 def make_case(kind: str, n: int, rho: float, seed: int = 0):
@@ -107,6 +115,20 @@ def candidates():
     }
 
 
+def factor_path(kind, A, B) -> str:
+    """Which path ``lyapunov_factor(A, B)`` (method "auto") takes, re-derived outside the
+    timing: "diagonal", "smith" (tried and converged) or "hammarling"."""
+    from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factor, try_smith
+
+    if kind != "dense":
+        return "diagonal"
+    n = A.shape[0]
+    if try_smith(n, A, B) and smith_factor(A, B, False, SMITH_AUTO_ITER,
+                                           SMITH_MAX_GROWTH) is not None:
+        return "smith"
+    return "hammarling"
+
+
 def timed(fn, clock, repeats):
     best, out = np.inf, None
     for _ in range(repeats):
@@ -137,7 +159,8 @@ def run_table(args):
                 ratios.append(
                     (kind, rho, n, times["lti solve"] / times["SB03MD"],
                      times["lti factor"] / times["SB03OD"], times["schur"],
-                     times["lti solve"] / times["schur"], times["lti factor"] / times["schur"])
+                     times["lti solve"] / times["schur"], times["lti factor"] / times["schur"],
+                     factor_path(kind, A, B))
                 )
                 print(f"  done {kind} rho={rho} n={n}", flush=True)
     return rows, ratios
@@ -268,11 +291,11 @@ def main():
         for kind, rho, n, name, t, r in rows:
             emit(f"| {kind} | {rho} | {n} | {name} | {t:.4f} | {r:.2e} |")
         emit("\n| A | rho | n | lti solve / SB03MD | lti factor / SB03OD | one Schur [s] "
-             "| lti solve / Schur | lti factor / Schur |")
-        emit("|---|---|---|---|---|---|---|---|")
-        for kind, rho, n, rs, rf, ts, rss, rfs in ratios:
+             "| lti solve / Schur | lti factor / Schur | lti factor path |")
+        emit("|---|---|---|---|---|---|---|---|---|")
+        for kind, rho, n, rs, rf, ts, rss, rfs, path in ratios:
             emit(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x | {ts:.4f} | {rss:.2f}x "
-                 f"| {rfs:.2f}x |")
+                 f"| {rfs:.2f}x | {path} |")
         if args.diag_large:
             emit("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
             emit("|---|---|---|---|")
