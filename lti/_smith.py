@@ -51,7 +51,7 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     """
     n = M.shape[0]
     eps = np.finfo(np.float64).eps
-    nb = min(n, 16)  # block size of the structured QR (fastest for small n)
+    nb = min(n, 16 if n <= 256 else 32)  # block size of the structured QR (measured)
     # Rt[i] = L_i^T: (w, n) while narrow, then (n, n) upper triangular (Fortran order)
     # each right-hand side scaled to max|B| = 1 (the factor scales linearly), so that tiny
     # or huge data neither underflow nor overflow in the norms of the stopping test
@@ -161,7 +161,9 @@ def smith_factor(M, B, transpose, max_iter, max_growth):
 
 def _qr_triangle(S: np.ndarray, n: int) -> np.ndarray:
     """Upper triangular (n, n) ``R`` (Fortran order) with ``R^T R = S^T S``, ``S`` (k >= n, n)."""
-    R, _, _, info = lapack.dgeqrf(S, overwrite_a=1)
+    # f2py's default lwork is the minimum, n: LAPACK then runs the unblocked dgeqr2
+    # (n = 1024: 0.22 s instead of 0.06 s); 64 n lets it block
+    R, _, _, info = lapack.dgeqrf(S, lwork=max(64 * S.shape[1], 1), overwrite_a=1)
     if info != 0:  # pragma: no cover - LAPACK argument errors only
         raise SolverError(f"LAPACK dgeqrf failed with info={info}")
     return np.asfortranarray(np.triu(R[:n]))

@@ -276,10 +276,11 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
 def _orth(M: np.ndarray) -> np.ndarray:
     """Orthonormal basis ``Q`` (n, k) of the columns of ``M`` (n, k), ``k <= n``, by LAPACK
     ``dgeqrf`` + ``dorgqr`` (the Householder QR of ``np.linalg.qr`` without its overhead)."""
-    qr, tau, _, info = lapack.dgeqrf(M)
+    lwork = max(64 * M.shape[1], 1)  # f2py's default (the minimum) means unblocked code
+    qr, tau, _, info = lapack.dgeqrf(M, lwork=lwork)
     if info != 0:  # pragma: no cover - LAPACK argument errors only
         raise SolverError(f"LAPACK dgeqrf failed with info={info}")
-    Q, _, info = lapack.dorgqr(qr, tau)
+    Q, _, info = lapack.dorgqr(qr, tau, lwork=lwork)
     if info != 0:  # pragma: no cover
         raise SolverError(f"LAPACK dorgqr failed with info={info}")
     return Q
