@@ -72,6 +72,23 @@ def heat(N: int):
 _CPU: list[float] = []  # process CPU time of the last timed() call
 
 
+def lti_tree() -> str:
+    """Git tree hash of ``lti/`` (survives rebases), marked when ``lti/`` has uncommitted
+    changes ("unknown" outside git)."""
+    import subprocess
+
+    here = Path(__file__).parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
+                             text=True, cwd=here, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "lti"],
+                               cwd=here.parent).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"lti/ tree {out}" + (" plus uncommitted changes" if dirty else "") + (
+        " (git rev-parse --short HEAD:lti)")
+
+
 def timed(f, *args, **kwargs):
     """``(result, wall seconds)``; the process CPU seconds go to ``_CPU[-1]``."""
     t, c = time.perf_counter(), time.process_time()
@@ -139,8 +156,8 @@ def main():
             "$ python " + " ".join(["benchmarks/bench_sparse.py", *sys.argv[1:]]),
             f"# bench_sparse: 2-D heat equation, explicit Euler dt = 0.2 h^2, 1 input, 2 outputs; "
             f"ADI tol {args.tol:g}",
-            f"# lti {lti.__version__}, numpy {np.__version__}, scipy {scipy.__version__}, "
-            f"{platform.machine()}, python {platform.python_version()}",
+            f"# lti {lti.__version__} ({lti_tree()}), numpy {np.__version__}, "
+            f"scipy {scipy.__version__}, {platform.machine()}, python {platform.python_version()}",
             f"# BLAS threads (threadpoolctl): {pools}; clocks: wall and process CPU",
             "# load average at start (1, 5, 15 min): "
             + ", ".join(f"{x:.2f}" for x in os.getloadavg())
