@@ -96,6 +96,8 @@ _WORKER = textwrap.dedent('''
         def __getitem__(self, i): return {"input_ids": self.ids[i], "labels": self.ids[i]}
     class HRMTrainer(AdapterTrainerMixin, transformers.Trainer):
         """A transformers Trainer that checkpoints only the adapters."""
+    if sys.argv[2] == "plain":  # a plain Trainer: full checkpoints, adapters written beside
+        HRMTrainer = transformers.Trainer
     args = transformers.TrainingArguments(
         output_dir=out, max_steps=2, per_device_train_batch_size=2, learning_rate=1e-2,
         save_strategy="steps", save_steps=2, save_only_model=True, report_to=[], use_cpu=True,
@@ -121,7 +123,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path):
+@pytest.mark.parametrize("trainer", ["mixin", pytest.param("plain", marks=pytest.mark.slow)])
+def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path, trainer):
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
     port = _free_port()
@@ -132,7 +135,8 @@ def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path):
                "LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
                "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
                "TRANSFORMERS_VERBOSITY": "error"}
-        procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=env,
+        procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path), trainer],
+                                      env=env,
                                       cwd=str(REPO), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     logs = []
@@ -159,3 +163,4 @@ def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path):
     assert all(torch.equal(saved[k], r0[k]) for k in r0)
     loaded = load_adapter(tiny(), ckpt)
     assert len(find_adapters(loaded)) == 2
+    assert ("model.safetensors" in {p.name for p in ckpt.iterdir()}) == (trainer == "plain")
