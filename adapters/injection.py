@@ -115,8 +115,9 @@ class AdaptedMLP(nn.Module):
 
     Notes
     -----
-    The branch runs in the adapter's parameter dtype (float32 by default) and is cast back to
-    the target's output dtype. With gate 0 the result equals the base output bit for bit.
+    The branch runs in the adapter's parameter dtype (float32 by default); in a half-precision
+    model the sum of the target's output and the branch is formed in that dtype and rounded
+    once to the target's output dtype. With gate 0 the result equals the base output bit for bit.
     During a model call, :mod:`adapters.generation` supplies the attention mask (padded
     positions drive no state), the batch size (for flattened streams) and, with a KV cache, the
     SSM state carried across calls. Under gradient checkpointing the block is recomputed

@@ -56,6 +56,12 @@ class HRMAdapter(nn.Module):
     of the model to float16/bfloat16 (``model.to(torch.bfloat16)``, ``model.half()``) moves
     them to the new device but keeps their dtype, because the poles ``ā = exp(-Δλ)`` of slow
     modes round to 1 in bfloat16 (0.999 -> 1.0); casts to float32/float64 apply as usual.
+    In a half-precision model the branch reads the half-precision stream, runs its state,
+    scans and cached decoding steps in its own float32 (or float64), and its output is added
+    to the target's output in that precision and rounded once to the model's dtype; so the
+    branch adds only float32 rounding of its own (``tests/adapters/test_dtype.py``), and
+    cached generation differs from a full forward by what the base model's half-precision
+    differences, carried by the state, make of it.
 
     Examples
     --------

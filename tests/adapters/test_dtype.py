@@ -19,6 +19,7 @@ import torch
 
 from adapters import HRMConfig, find_adapters, inject, load_adapter, save_adapter
 from adapters.exceptions import AdapterConfigError
+from adapters.generation import get_adapter_states
 from adapters.io import adapter_state_dict
 from tests.adapters._tiny_lm import KINDS, tiny_lm
 
@@ -153,6 +154,14 @@ SEQ = torch.randint(1, 64, (4, 24), generator=torch.Generator().manual_seed(0))
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("low", LOW, ids=str)
 def test_cached_decoding_matches_full_forward_as_well_as_the_base_does(kind, low):
+    """Cached vs full forward in bf16/fp16: the adapted model's gap against the base model's.
+
+    The branch computes in float32 and adds only float32 rounding of its own (next test), but
+    it is stateful: its state sums the base's half-precision cached-vs-full differences of
+    past positions, and a branch this strong (logits moved by 0.6-1.2 relative) makes a
+    different network. Measured on the max metric: 0.96-1.19x the base's gap for Llama, Qwen2
+    and Mistral, 1.58x for GPT-2 (see the ad-core note); asserted: within 2x.
+    """
     base = tiny_lm(kind).to(low)
     model = _adapted(kind).to(low)
     with torch.no_grad():  # the branch matters: it moves the logits far more than the gap
@@ -163,11 +172,59 @@ def test_cached_decoding_matches_full_forward_as_well_as_the_base_does(kind, low
     print(f"{kind} {low}: cached-vs-full base {base_gap:.2e}, adapted {ours:.2e} "
           f"({ours / base_gap:.2f}x; float32 adapted {f32_gap:.1e}); branch effect {effect:.2f}")
     assert f32_gap <= 1e-5  # the state is carried exactly; what remains is half precision
-    # A stateful branch also carries the base's own half-precision cached-vs-full differences
-    # of past positions (see the memoryless control in the ad-io note), so "the base's
-    # tolerance" is the base's measured gap with a factor 2 of slack.
     assert ours <= 2 * base_gap
-    assert effect > 20 * 2 * base_gap
+    assert effect > 40 * base_gap
+
+
+def _states_with_streams(model, seq, prefill=None):
+    """Adapter states after ``seq`` (a full forward, or a prefill then one token per call) and
+    the streams each adapter was fed, in the order fed."""
+    streams = {}
+    handles = [a.mlp.register_forward_pre_hook(
+        lambda m, args, name=name: streams.setdefault(name, []).append(args[0].detach()))
+        for name, a in find_adapters(model).items()]
+    try:
+        with torch.no_grad():
+            if prefill is None:
+                out = model(seq, use_cache=True)
+            else:
+                out = model(seq[:, :prefill], use_cache=True)
+                kw = _cache_kwarg(model)
+                for t in range(prefill, seq.shape[1]):
+                    out = model(seq[:, t:t + 1], use_cache=True, **{kw: _cache_of(out)})
+    finally:
+        for h in handles:
+            h.remove()
+    states = next(iter(get_adapter_states(_cache_of(out)).values()))
+    return states, {k: torch.cat(v, 1) for k, v in streams.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("low", LOW, ids=str)
+def test_in_half_precision_the_branch_adds_only_float32_rounding(kind, low):
+    """In a bf16/fp16 model the adapter's state, cached or full, is its float32 recursion of
+    the half-precision stream it was fed (to float32 rounding): no half-precision step inside
+    the branch. The two paths' states differ only because their streams do (the base's gap)."""
+    model = _adapted(kind).to(low)
+    for prefill in (None, 6):
+        states, streams = _states_with_streams(model, SEQ, prefill)
+        for name, a in find_adapters(model).items():
+            A, B, _ = (t.detach().double() for t in a.adapter.ssm.discrete())
+            s = torch.zeros(SEQ.shape[0], A.shape[0], dtype=torch.float64)
+            for x in streams[name].double().unbind(1):  # float64 reference: s = a s + B x
+                s = A * s + x @ B.T
+            err = float((states[name].double() - s).abs().max() / s.abs().max())
+            assert streams[name].dtype == low and states[name].dtype == torch.float32
+            assert err < 2e-6, (name, prefill, err)
+    full, s_full = _states_with_streams(model, SEQ)
+    cached, s_cached = _states_with_streams(model, SEQ, 6)
+    name = next(iter(full))
+    stream_gap = float((s_cached[name].float() - s_full[name].float()).abs().max()
+                       / s_full[name].float().abs().max())
+    state_gap = float((cached[name] - full[name]).abs().max() / full[name].abs().max())
+    print(f"{kind} {low}: stream cached-vs-full {stream_gap:.1e} (the base's), "
+          f"state {state_gap:.1e}")
+    assert stream_gap > 0 and state_gap < stream_gap  # the state does not amplify the base's
 
 
 @pytest.mark.parametrize("low", LOW, ids=str)
