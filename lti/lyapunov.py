@@ -92,7 +92,13 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         Symmetric (Hermitian) right-hand side.
     method : {"auto", "diagonal", "schur", "smith", "slycot"}, optional
         ``"auto"`` picks ``"diagonal"`` for diagonal ``A`` (2-D diagonal or 1-D) and
-        ``"schur"`` otherwise; it depends on the input only, never on what is installed.
+        ``"schur"`` otherwise, except for real dense ``A`` (n >= 3) with a positive
+        semidefinite ``Q`` of rank at most 32 (``Q = F F^T`` by a pivoted Cholesky that
+        must reproduce ``Q`` to rounding; the Gramian case ``Q = B B^T``): there
+        ``X = L L^T`` with ``L`` from the factored squared Smith iteration, where
+        :func:`lyapunov_factor` would try it, accepted when it converges and its relative
+        residual is at most ``1e-13`` (else ``"schur"``); it depends on the input only,
+        never on what is installed.
         ``"slycot"`` (SB03MD) is used only when asked for by name.
 
     Returns
@@ -167,7 +173,8 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     if Qm.shape != (n, n):
         raise ShapeError(f"`Q` must have shape (n, n) = {(n, n)} to match `A`; got {Qm.shape}")
     asym = check_symmetric("Q", Qm)
-    if method == "auto":
+    auto = method == "auto"
+    if auto:
         method = "diagonal" if a is not None else "schur"
     if method == "diagonal":
         if a is None:
@@ -180,7 +187,8 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     if M is None:
         M = np.diag(a)
     if method == "schur":
-        return solve_schur(M, Qm, refine=True)
+        X = _factored_solve(M, Qm) if auto else None
+        return solve_schur(M, Qm, refine=True) if X is None else X
     if method == "smith":
         check_stable("A", M)
         X = symmetrize_(smith_solve(M, Qm))
@@ -190,6 +198,60 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         return X
     return solve_slycot(M, Qm)
 
+
+
+_LOW_RANK_MAX = 32  # method="auto" solves with Q = F F^T of at most this rank through F
+
+
+def _psd_low_rank(Q: np.ndarray, kmax: int):
+    """``F`` (n, k <= kmax) with ``F F^T = Q`` to rounding (pivoted Cholesky, checked), or
+    ``None`` when ``Q`` is not positive semidefinite of rank <= kmax. At most kmax steps of
+    O(n k) each, so a full-rank or indefinite ``Q`` is turned down cheaply."""
+    n = Q.shape[0]
+    d = np.diag(Q).copy()
+    dmax = float(np.max(d, initial=0.0))
+    if not dmax > 0:
+        return None
+    eps = np.finfo(np.float64).eps
+    tol = n * eps * dmax
+    F = np.zeros((n, kmax))
+    k = 0
+    while True:
+        p = int(np.argmax(d))
+        if d[p] <= tol:
+            break
+        if k == kmax:
+            return None
+        f = (Q[:, p] - F[:, :k] @ F[p, :k]) / np.sqrt(d[p])
+        F[:, k] = f
+        d -= f * f
+        k += 1
+    F = F[:, :k]
+    # accept only a factor that reproduces Q (an indefinite Q stops early too)
+    if np.linalg.norm(Q - F @ F.T) > 16 * max(k, 1) * eps * np.linalg.norm(Q):
+        return None
+    return F
+
+
+def _factored_solve(M: np.ndarray, Q: np.ndarray):
+    """``method="auto"`` for real dense ``A`` with a low-rank PSD ``Q = F F^T`` (the
+    Gramian case): ``X = L L^T`` from the factored squared Smith iteration where
+    :func:`lti._smith.try_smith` tries it, accepted when it converges and its residual is
+    at most ``REFINE_RTOL`` relative (else ``None``: the Schur path)."""
+    n = M.shape[0]
+    if n < 3 or np.iscomplexobj(M) or np.iscomplexobj(Q):  # n <= 2: Schur is exact enough
+        return None
+    F = _psd_low_rank(Q, min(_LOW_RANK_MAX, n))
+    if F is None or F.shape[1] == 0 or not try_smith(n, M, F):
+        return None
+    L = smith_factor(M, F, False, SMITH_AUTO_ITER, SMITH_MAX_GROWTH)
+    if L is None:
+        return None
+    X = symmetrize_(L @ L.T)
+    R = (M @ X) @ M.T - X + Q
+    if not np.linalg.norm(R) <= REFINE_RTOL * np.linalg.norm(Q):
+        return None
+    return X
 
 
 def lyapunov_factor(

@@ -234,3 +234,58 @@ def test_smith_screen_edge_cases():
     assert smith_promising(1e200 * np.eye(n), np.ones((n, 1))) is False  # no overflow
     assert smith_promising(0.95 * np.eye(n), 1e-300 * np.ones((n, 1))) is True  # no underflow
     assert smith_promising(0.97 * np.eye(n), np.ones((n, 1))) is False  # g = 0.97
+
+
+def test_auto_solve_of_a_low_rank_psd_right_hand_side_goes_through_the_factor(monkeypatch):
+    import lti.lyapunov as lyapunov
+
+    A, B, _ = _random_stable(200, 0.9, 4)
+    Q = B @ B.T
+    Xs = lyapunov.solve_discrete_lyapunov(A, Q, method="schur")
+
+    def no_schur(*args, **kwargs):
+        raise AssertionError("Schur path taken")
+
+    monkeypatch.setattr(lyapunov, "solve_schur", no_schur)
+    X = lyapunov.solve_discrete_lyapunov(A, Q)
+    assert np.linalg.norm(A @ X @ A.T - X + Q) <= 1e-13 * np.linalg.norm(Q)
+    assert np.linalg.norm(X - Xs) <= 1e-12 * np.linalg.norm(Xs)
+    assert np.array_equal(X, X.T)
+
+
+@pytest.mark.parametrize("case", ["indefinite", "rank 33", "slow decay", "explicit schur"])
+def test_auto_solve_keeps_the_schur_path(case, monkeypatch):
+    import lti.lyapunov as lyapunov
+
+    A, B, C = _random_stable(150, 0.9999 if case == "slow decay" else 0.9, 5)
+    rng = np.random.default_rng(6)
+    if case == "indefinite":
+        Q = B @ B.T - 0.5 * np.outer(C[0], C[0])
+    elif case == "rank 33":
+        W = rng.standard_normal((150, 33))
+        Q = W @ W.T
+    else:
+        Q = B @ B.T
+
+    def no_smith(*args, **kwargs):
+        raise AssertionError("Smith attempted")
+
+    monkeypatch.setattr(lyapunov, "smith_factor", no_smith)
+    method = "schur" if case == "explicit schur" else "auto"
+    X = lyapunov.solve_discrete_lyapunov(A, Q, method=method)
+    assert np.linalg.norm(A @ X @ A.T - X + Q) <= 1e-12 * np.linalg.norm(X)
+
+
+def test_psd_low_rank_factor():
+    from lti.lyapunov import _psd_low_rank
+
+    rng = np.random.default_rng(7)
+    W = rng.standard_normal((60, 5))
+    F = _psd_low_rank(W @ W.T, 8)
+    assert F.shape == (60, 5)
+    assert np.linalg.norm(F @ F.T - W @ W.T) <= 1e-14 * np.linalg.norm(W @ W.T)
+    assert _psd_low_rank(W @ W.T, 4) is None  # rank above kmax
+    Q = W @ W.T
+    Q[0, 0] -= 1.0  # indefinite: the pivoted Cholesky stops, the check turns it down
+    assert _psd_low_rank(Q, 8) is None
+    assert _psd_low_rank(np.zeros((4, 4)), 8) is None
