@@ -81,6 +81,7 @@ class _DecodeWeights:
     def __init__(self, names: list[str], weights: list[tuple]) -> None:
         self.names = tuple(names)
         self.index = {name: i for i, name in enumerate(names)}
+        self.per_adapter = list(weights)  # HRMAdapter.decode_weights() of each
         self.groups = []  # per adapter: ((W_in, W_out) or None for real, same for complex)
         self.n_real, self.n_cplx = [], []
         poles_r, poles_c = [], []
@@ -99,12 +100,16 @@ class _DecodeWeights:
         self._batches: dict[int, tuple] = {}
 
     @classmethod
-    def build(cls, adapted: dict[str, nn.Module]) -> _DecodeWeights | None:
-        """From the handles' current adapters; None unless all share one device and dtype."""
+    def build(cls, adapted: dict[str, nn.Module],
+              known: dict[str, tuple] | None = None) -> _DecodeWeights | None:
+        """From the handles' current adapters (or the weights in ``known``, read already for
+        this cache); None unless all share one device and dtype."""
         if not adapted:
             return None
+        known = known or {}
         names = list(adapted)
-        weights = [adapted[n].adapter.decode_weights() for n in names]
+        weights = [known[n] if n in known else adapted[n].adapter.decode_weights()
+                   for n in names]
         kinds = {(t.device, t.dtype) for real, cplx in weights for g in (real, cplx)
                  if g is not None for t in g[1:]}
         return cls(names, weights) if len(kinds) == 1 else None
@@ -358,6 +363,7 @@ class _Context:
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
     plan: _Plan | None = None  # a one-token continuation on the fast path
     weights: _DecodeWeights | None = None  # carried with the cache
+    decode: dict[str, tuple] = field(default_factory=dict)  # decode weights read in this call
     drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -647,9 +653,12 @@ class AdapterRuntime:
         if seen != ctx.past + ctx.length:
             return None  # the cache did not take this chunk: keep the states that match it
         kept = len(next(iter(ctx.history.values())))
+        weights = ctx.weights
+        if weights is None and ctx.decode and ctx.decode.keys() >= self.adapted.keys():
+            weights = _DecodeWeights.build(self.adapted, ctx.decode)  # no second reading
         _store_on_cache(cache, self.uid, _StateRecord(
             seen, states=ctx.new_states, chunk_start=seen - kept,
-            start=ctx.start_states, history=ctx.history, weights=ctx.weights,
+            start=ctx.start_states, history=ctx.history, weights=weights,
         ))
         return None
 
@@ -720,9 +729,11 @@ class AdapterRuntime:
             y_t, s = adapter.step(u[:, head], s)  # one-token decode step
             ys.append(y_t[:, None])
             history = [s.detach()]
-        else:
-            states = adapter.ssm.trajectory(u[:, head:], s)  # (B, k, N), parallel scan
-            ys.append(adapter.readout(states))
+        else:  # parallel scan, (B, k, N); one discretisation gives the decode weights too
+            y, states, weights = adapter.scan_decoding(u[:, head:], s)
+            if not torch.is_grad_enabled():
+                ctx.decode[key] = weights  # the decoding steps' (read once per cache)
+            ys.append(y)
             s = states[:, -1]
             history = list(states.detach().unbind(1))
         ctx.new_states[key] = s.detach()

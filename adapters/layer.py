@@ -245,7 +245,7 @@ class HRMAdapter(nn.Module):
         y, state = self.ssm.step(x_t, state)
         return self.gate.to(y.dtype) * y, state
 
-    def decode_weights(self):
+    def decode_weights(self, projections=None):
         r"""The discrete system in the layout of cached decoding, gate folded into the readout.
 
         Real modes and complex modes form two groups; each group's state advances as
@@ -253,6 +253,11 @@ class HRMAdapter(nn.Module):
         state is seen through ``view_as_real`` (interleaved (Re, Im) pairs), so that its
         ``W_out`` rows hold ``2 Re C`` and ``-2 Im C`` (``y = 2 Re(C s)``).
         :class:`adapters.generation.AdapterRuntime` reads these once per generation.
+
+        Parameters
+        ----------
+        projections : tuple, optional
+            The SSM's discretised projections when the caller has them (computed otherwise).
 
         Returns
         -------
@@ -274,7 +279,9 @@ class HRMAdapter(nn.Module):
         """
         ssm = self.ssm
         with torch.no_grad():
-            a_r, a_c, W_in, W_out = ssm._projections()  # (W, H), (H, 2 n_complex + n_real)
+            if projections is None:
+                projections = ssm._projections()
+            a_r, a_c, W_in, W_out = projections  # (W, H), (H, 2 n_complex + n_real)
             W_out = self.gate.to(W_out.dtype) * W_out
             n2, n_r = 2 * ssm.n_complex, ssm.n_real
             real = cplx = None
@@ -285,3 +292,40 @@ class HRMAdapter(nn.Module):
                 real = (a_r.contiguous(), W_in[n2:n2 + n_r].t().contiguous(),
                         W_out[:, n2:n2 + n_r].t().contiguous())
         return real, cplx
+
+    def scan_decoding(self, u, state=None):
+        """A chunk of cached generation (e.g. the prompt): output, states and decode weights
+        from one discretisation.
+
+        Parameters
+        ----------
+        u : torch.Tensor, shape (B, L, H)
+            The stream.
+        state : torch.Tensor, shape (B, N), optional
+            State before the chunk; zeros when None.
+
+        Returns
+        -------
+        y : torch.Tensor, shape (B, L, H)
+            Gated output, bit for bit :meth:`forward`'s.
+        states : torch.Tensor, shape (B, L, N)
+            The state after every position (:meth:`DiagonalSSM.trajectory`'s).
+        weights : tuple
+            :meth:`decode_weights` of the same discretisation.
+
+        Examples
+        --------
+        >>> adapter = HRMAdapter(8, 4, gate_init=0.5, mode="complex")
+        >>> u = torch.randn(2, 6, 8)
+        >>> with torch.no_grad():
+        ...     y, states, _ = adapter.scan_decoding(u)
+        ...     torch.equal(y, adapter(u)), torch.equal(states, adapter.ssm.trajectory(u))
+        (True, True)
+        """
+        ssm = self.ssm
+        ssm._check_input(u, 3)
+        projections = ssm._projections()
+        s_c, s_r, _, _, W_out = ssm._scan(u, state, projections)
+        y = ssm._readout(s_c, s_r, W_out)  # (B, L, H), as forward
+        return (self.gate.to(y.dtype) * y, ssm._join_state(s_r, s_c),
+                self.decode_weights(projections))

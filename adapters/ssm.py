@@ -539,7 +539,7 @@ class DiagonalSSM(nn.Module):
         z = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return F.linear(z, W_out)  # (..., H)
 
-    def _scan(self, u, state):
+    def _scan(self, u, state, projections=None):
         """Both groups' state trajectories from ``state``: ``(s_c, s_r, last_c, last_r, W_out)``.
 
         ``s_c`` (B, L, n_complex) and ``s_r`` (B, L, n_real), None for an empty group; the
@@ -547,7 +547,7 @@ class DiagonalSSM(nn.Module):
         """
         s_r0, s_c0 = self._split_state(state, u.shape[0])
         x = u if autocast_on(u.device.type) else u.to(self._param_dtype())
-        a_r, a_c, W_in, W_out = self._projections()
+        a_r, a_c, W_in, W_out = self._projections() if projections is None else projections
         core = self._core()
         # one projection for all modes; the scans run in their precision (autocast-proof)
         v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, L, n_*)
