@@ -4,7 +4,8 @@ Solves ``A X A^T - X + Q = 0`` with ``Q = B B^T`` (B: n x 2) for random stable `
 ``dense`` (Gaussian, rescaled to spectral radius rho) and ``diagonal`` (entries uniform in
 ``(-rho, rho)`` with one at rho), for n in ``--sizes`` and rho in ``--rhos``. Candidates:
 
-- ``lti solve``   ``lti.solve_discrete_lyapunov`` (auto: recursive blocked Schur / closed form)
+- ``lti solve``   ``lti.solve_discrete_lyapunov`` (auto: recursive blocked Schur, or X = L L^T from
+  the factored Smith iteration for a PSD Q of rank <= 32 where that is tried; diagonal: closed form)
 - ``lti factor``  ``lti.lyapunov_factor`` (auto: factored squared Smith where it is tried and
   converges, else Hammarling; diagonal: closed form), X = L L^T; the ratio table names the path
 - ``scipy``       ``scipy.linalg.solve_discrete_lyapunov``
@@ -23,7 +24,8 @@ compared with an accurate closed-form reference; and the residual ratios ours / 
 
 The ratio table also gives both lti times as multiples of ONE real Schur decomposition of
 ``A`` (``scipy.linalg.schur``, timed in the same run): the floor of any Schur-based dense
-solver.
+solver (the factored Smith path needs no Schur form and can go below it; the last column
+names the path the factor took).
 
 Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]
 [--out benchmarks/results]`` (``--out`` writes ``lyapunov.md`` with the command and
