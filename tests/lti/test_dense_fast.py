@@ -289,3 +289,13 @@ def test_psd_low_rank_factor():
     Q[0, 0] -= 1.0  # indefinite: the pivoted Cholesky stops, the check turns it down
     assert _psd_low_rank(Q, 8) is None
     assert _psd_low_rank(np.zeros((4, 4)), 8) is None
+
+
+@pytest.mark.parametrize("rho", [1.01, 1.0 - 1e-15])
+def test_auto_solve_with_low_rank_q_still_refuses_unstable_a(rho):
+    from lti import solve_discrete_lyapunov
+    from lti.exceptions import UnstableSystemError
+
+    A, B, _ = _random_stable(150, rho, 8)
+    with pytest.raises(UnstableSystemError):
+        solve_discrete_lyapunov(A, B @ B.T)
