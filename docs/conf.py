@@ -52,8 +52,8 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-# _benchmarks/ holds measured benchmark output, included by comparison.rst.
-exclude_patterns = ["_build", "**/.ipynb_checkpoints", "_benchmarks"]
+# Benchmark tables are included from ../benchmarks/results/ (written by the scripts).
+exclude_patterns = ["_build", "**/.ipynb_checkpoints"]
 templates_path = ["_templates"]
 # Single backticks in docstrings link to a Python object when one exists, else italics.
 default_role = "autolink"
