@@ -262,8 +262,8 @@ class HRMAdapter(nn.Module):
         Returns
         -------
         real : tuple or None
-            ``(ā (n_real,), W_in (H, n_real), W_out (n_real, H))``, contiguous; None without
-            real modes.
+            ``(ā (n_real,), W_in (H, n_real), W_out (n_real, H))`` (transposed views of the
+            discretised projections); None without real modes.
         cplx : tuple or None
             ``(ā (n_complex,) complex, W_in (H, 2 n_complex), W_out (2 n_complex, H))``;
             None without complex modes.
@@ -285,12 +285,11 @@ class HRMAdapter(nn.Module):
             W_out = self.gate.to(W_out.dtype) * W_out
             n2, n_r = 2 * ssm.n_complex, ssm.n_real
             real = cplx = None
+            # transposed views, no copies (BLAS reads them as transposed operands)
             if a_c is not None:
-                cplx = (a_c.contiguous(), W_in[:n2].t().contiguous(),
-                        W_out[:, :n2].t().contiguous())
+                cplx = (a_c, W_in[:n2].t(), W_out[:, :n2].t())
             if a_r is not None:
-                real = (a_r.contiguous(), W_in[n2:n2 + n_r].t().contiguous(),
-                        W_out[:, n2:n2 + n_r].t().contiguous())
+                real = (a_r, W_in[n2:n2 + n_r].t(), W_out[:, n2:n2 + n_r].t())
         return real, cplx
 
     def scan_decoding(self, u, state=None):

@@ -173,6 +173,11 @@ class _ParallelScan(torch.autograd.Function):
         return grad_u, grad_a, grad_s0, None
 
 
+def _no_grad_scan(u, a, s0, core):
+    with torch.no_grad():
+        return core(u, a, s0)
+
+
 def run_core(u, a, s0, core, check=True):
     """Validate, cast to the compute dtype, run ``core`` with autocast off, cast back.
 
@@ -186,11 +191,16 @@ def run_core(u, a, s0, core, check=True):
     if u.shape[1] == 0:
         return _empty(u, s0_c, out)
     args = (u.to(compute), a.to(compute), s0_c, core)
+    # without a gradient to take, the core itself (the autograd Function's own overhead is
+    # most of a short scan's cost, e.g. a prompt in generation); the same values either way
+    scan = _ParallelScan.apply if torch.is_grad_enabled() and (
+        u.requires_grad or a.requires_grad or (s0 is not None and s0.requires_grad)
+    ) else _no_grad_scan
     if autocast_on(u.device.type):
         with torch.autocast(device_type=u.device.type, enabled=False):
-            s = _ParallelScan.apply(*args)  # (B, L, N)
+            s = scan(*args)  # (B, L, N)
     else:  # entering the context costs more than a short scan
-        s = _ParallelScan.apply(*args)  # (B, L, N)
+        s = scan(*args)  # (B, L, N)
     s = s.to(out)
     return s, s[:, -1]
 
