@@ -156,24 +156,28 @@ SEQ = torch.randint(1, 64, (4, 24), generator=torch.Generator().manual_seed(0))
 def test_cached_decoding_matches_full_forward_as_well_as_the_base_does(kind, low):
     """Cached vs full forward in bf16/fp16: the adapted model's gap against the base model's.
 
-    The branch computes in float32 and adds only float32 rounding of its own (next test), but
-    it is stateful: its state sums the base's half-precision cached-vs-full differences of
-    past positions, and a branch this strong (logits moved by 0.6-1.2 relative) makes a
-    different network. Measured on the max metric: 0.96-1.19x the base's gap for Llama, Qwen2
-    and Mistral, 1.58x for GPT-2 (see the ad-core note); asserted: within 2x.
+    "The base model's tolerance" is not one number: the base family's own cached-vs-full gap
+    varies across random initialisations (tiny GPT-2: 1.0-2.3x between seeds; Llama, Mistral
+    0.83-1.12x; Qwen2 1.0-1.09x). The branch adds only float32 rounding of its own (next
+    test), and an adapted model is another network of the family, so its gap must lie within
+    the base's: at most 1.1x the largest of five base initialisations. The adapter here is
+    strong (logits moved by 0.6-1.2 relative), its SSM perturbed off the initialisation.
     """
-    base = tiny_lm(kind).to(low)
+    gaps = [cached_vs_full_gap(tiny_lm(kind, seed=seed).to(low), SEQ, 6) for seed in range(5)]
+    base = tiny_lm(kind).to(low)  # seed 0, the adapted model's base
     model = _adapted(kind).to(low)
     with torch.no_grad():  # the branch matters: it moves the logits far more than the gap
         effect = float((model(SEQ).logits.float() - base(SEQ).logits.float()).abs().max()
                        / base(SEQ).logits.float().abs().max())
-    base_gap, ours = cached_vs_full_gap(base, SEQ, 6), cached_vs_full_gap(model, SEQ, 6)
+    ours = cached_vs_full_gap(model, SEQ, 6)
     f32_gap = cached_vs_full_gap(copy.deepcopy(model).float(), SEQ, 6)
-    print(f"{kind} {low}: cached-vs-full base {base_gap:.2e}, adapted {ours:.2e} "
-          f"({ours / base_gap:.2f}x; float32 adapted {f32_gap:.1e}); branch effect {effect:.2f}")
+    print(f"{kind} {low}: cached-vs-full base {gaps[0]:.2e} (seeds 0-4: "
+          f"{min(gaps) / gaps[0]:.2f}-{max(gaps) / gaps[0]:.2f}x), adapted {ours:.2e} "
+          f"({ours / gaps[0]:.2f}x seed 0, {ours / max(gaps):.2f}x the largest; float32 adapted "
+          f"{f32_gap:.1e}); branch effect {effect:.2f}")
     assert f32_gap <= 1e-5  # the state is carried exactly; what remains is half precision
-    assert ours <= 2 * base_gap
-    assert effect > 40 * base_gap
+    assert ours <= 1.1 * max(gaps)
+    assert effect > 40 * max(gaps)
 
 
 def _states_with_streams(model, seq, prefill=None):
