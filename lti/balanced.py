@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
+from scipy.sparse.linalg import norm as sparse_norm
 
 from lti._order import TIE_RTOL, Rule, check_rule, select_order  # noqa: F401 - TIE_RTOL re-exported
 from lti._rounding import ROUNDING_FACTOR, rounding_terms, schur_rounding
@@ -380,7 +381,8 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         # balanced Lyapunov equation, B_r ~ 1e-7): no finite bound holds for that model
         # as computed, so the truncated one (same bounds) is returned instead
         rho_r = float(np.max(np.abs(np.linalg.eigvals(As)))) if r else 0.0
-        margin = stability_margin(n + r, float(np.hypot(np.linalg.norm(As), np.linalg.norm(A))))
+        norm_A = sparse_norm(A) if is_sparse(A) else np.linalg.norm(A)  # sparse path: A sparse
+        margin = stability_margin(n + r, float(np.hypot(np.linalg.norm(As), norm_A)))
         if rho_r < 1.0 - margin:
             Ar, Br = As, Br + A12 @ Y[:, r:]
             Cr, Dr = Cr + C2 @ Y[:, :r], Dr + C2 @ Y[:, r:]
