@@ -78,6 +78,14 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray):
     n, m, p = T.shape[0], B.shape[1], C.shape[0]
     if n == 0:
         return 0.0, 0.0, 0.0
+    # Frobenius norms are invariant under orthogonal factors on the outside:
+    # ||R B||_F = ||R L||_F for B = L Q (L = R_b^T from a QR of B^T), likewise for C, so a
+    # wide B or a tall C (adapter layers: n = 32..64 states, 576..768 channels) costs n, not m.
+    if m > n:
+        B = np.linalg.qr(B.T, mode="r").T
+    if p > n:
+        C = np.linalg.qr(C, mode="r")
+    m, p = B.shape[1], C.shape[0]
     # complex Schur form T = U Tc U^H (U: one rotation per 2x2 block), applied to C and B^T
     Tc, W, _, _ = to_complex_schur(T, np.vstack([C, B.T]))  # W = [C U; B^T U]
     Cc, Bc = W[:p], W[p:].conj().T  # C U and U^H B (B real)

@@ -92,14 +92,16 @@ def test_full_order_non_normal_n2_in_50_digits(method):
     assert res.rounding_term <= 1e-6 * float(np.sum(res.hsv))  # still far below ||G||
 
 
-def test_resolvent_gains_match_dense_evaluation():
+@pytest.mark.parametrize("m, p", [(2, 3), (20, 3), (2, 30), (25, 40)])
+def test_resolvent_gains_match_dense_evaluation(m, p):
+    # m, p > n: B and C are compressed to n columns / rows first (the norms are unchanged)
     rng = np.random.default_rng(3)
     n = 7
     N = np.triu(rng.standard_normal((n, n)), 1) * 5.0
     Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
     A = Q @ (N + np.diag(rng.uniform(-0.9, 0.9, n))) @ Q.T
     A[:2, :2] += [[0.0, 0.6], [-0.6, 0.0]]  # a complex pair: 2x2 blocks in the Schur form
-    B, C = rng.standard_normal((n, 2)), rng.standard_normal((3, n))
+    B, C = rng.standard_normal((n, m)), rng.standard_normal((p, n))
     S = real_schur(A)
     s, c, b = resolvent_gains(S.T, S.Z.T @ B, C @ S.Z)
     from lti._rounding import N_ANGLES
