@@ -46,6 +46,9 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 
+# run as a script: the repository root after PYTHONPATH, so an lti tree given there wins
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks._provenance import git_revision  # noqa: E402
 from lti import DiscreteLTI, balanced_truncation, hankel_singular_values, hinf_norm
 
 
@@ -137,26 +140,6 @@ def available():
             continue
         methods[name] = fn
     return methods
-
-
-def git_revision() -> str:
-    """Git tree hash of the ``lti/`` that is imported (content-addressed, so it stays valid
-    when the commit is rebased), with a mark for uncommitted changes; its path when it is
-    not in a git checkout (e.g. an exported older tree on ``PYTHONPATH``)."""
-    import subprocess
-
-    import lti as lti_pkg
-
-    root = pathlib.Path(lti_pkg.__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
-                             text=True, cwd=root, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "lti"], capture_output=True,
-                               text=True, cwd=root, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"lti imported from {root}/lti (not a git checkout)"
-    mark = " + uncommitted changes" if dirty else ""
-    return f"lti/ tree {out.stdout.strip()}{mark} (git rev-parse --short HEAD:lti)"
 
 
 def modal_system(N: int, H: int, kind: str, seed: int) -> DiscreteLTI:

@@ -47,28 +47,11 @@ import scipy
 import scipy.linalg as sla
 from threadpoolctl import threadpool_info, threadpool_limits
 
+# run as a script: the repository root after PYTHONPATH, so an lti tree given there wins
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
 import lti
+from benchmarks._provenance import git_revision  # noqa: E402
 from lti import lyapunov_factor, solve_discrete_lyapunov
-
-
-def git_revision() -> str:
-    """Git tree hash of the ``lti/`` that is imported (content-addressed, so it stays valid
-    when the commit is rebased), with a mark for uncommitted changes; its path when it is
-    not in a git checkout (e.g. an exported older tree on ``PYTHONPATH``)."""
-    import subprocess
-
-    import lti as lti_pkg
-
-    root = pathlib.Path(lti_pkg.__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD:lti"], capture_output=True,
-                             text=True, cwd=root, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "lti"], capture_output=True,
-                               text=True, cwd=root, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return f"lti imported from {root}/lti (not a git checkout)"
-    mark = " + uncommitted changes" if dirty else ""
-    return f"lti/ tree {out.stdout.strip()}{mark} (git rev-parse --short HEAD:lti)"
 
 
 def make_case(kind: str, n: int, rho: float, seed: int = 0):

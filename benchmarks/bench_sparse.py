@@ -48,25 +48,15 @@ from threadpoolctl import threadpool_info, threadpool_limits
 import lti
 from lti import DiscreteLTI, balanced_truncation, hankel_singular_values
 from lti.lowrank import lowrank_factor, lowrank_gramian_factors, lowrank_stein_residual
+from lti.testing.systems import heat_2d
 
 #: Largest n compared with the dense path (an n x n float64 matrix and its Schur form).
 DENSE_MAX_N = 4000
 
 
 def heat(N: int):
-    h = 1.0 / (N + 1)
-    T = sp.diags([np.ones(N - 1), -2.0 * np.ones(N), np.ones(N - 1)], [-1, 0, 1]) / h**2
-    I = sp.eye(N)
-    A = (sp.eye(N * N) + 0.2 * h * h * (sp.kron(T, I) + sp.kron(I, T))).tocsr()
-    x = (np.arange(N) + 1) * h
-    X, Y = np.meshgrid(x, x, indexing="ij")
-
-    def patch(cx, cy):
-        return ((np.abs(X - cx) <= 0.1) & (np.abs(Y - cy) <= 0.1)).ravel().astype(float)
-
-    B = patch(0.3, 0.3)[:, None]
-    C = np.vstack([patch(0.7, 0.7), patch(0.7, 0.3)]) * h * h
-    return A, B, C
+    """The issue's 2-D heat equation (lti.testing.systems.heat_2d)."""
+    return heat_2d(N)
 
 
 _CPU: list[float] = []  # process CPU time of the last timed() call

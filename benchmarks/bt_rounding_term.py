@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=25)
     args = parser.parse_args(argv)
-    from benchmarks.bench_balanced import git_revision
+    from benchmarks._provenance import git_revision
 
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"<!-- produced by: python benchmarks/bt_rounding_term.py --seeds {args.seeds} "

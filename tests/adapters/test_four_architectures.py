@@ -255,9 +255,10 @@ class _ModelWriter:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_kills_during_a_model_checkpoint_save_leave_the_previous_or_the_new(kind, tmp_path):
-    test_atomic = pytest.importorskip("tests.adapters.test_atomic")
+    from tests.adapters import test_atomic
+
     if test_atomic._FORK is None:
-        pytest.skip("the kill test forks (POSIX only)")
+        pytest.skip("needs os.fork (POSIX only): the child process is SIGKILLed mid-save")
     kills = 3
     outcome = test_atomic.kill_loop(tmp_path, kills, seed=160, writer=_ModelWriter(kind))
     print(f"{kind} kill test: {dict(outcome)}")

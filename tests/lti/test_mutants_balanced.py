@@ -32,25 +32,15 @@ from lti import (
 from lti.balanced import _norm2
 from lti.gramians import stable_gramian_factors
 from lti.lyapunov import lyapunov_factor
+from lti.testing.systems import heat_2d
 
 EPS = np.finfo(np.float64).eps
 
 
 def _heat(N: int = 10, d: float = 0.0, dt=True):
-    """2-D heat equation (explicit Euler, n = N^2), one input patch, two output patches,
-    sparse ``A``, feedthrough ``d``; and the same system with a dense ``A``."""
-    h = 1.0 / (N + 1)
-    T = sp.diags([np.ones(N - 1), -2.0 * np.ones(N), np.ones(N - 1)], [-1, 0, 1]) / h**2
-    I = sp.eye(N)
-    A = (sp.eye(N * N) + 0.2 * h * h * (sp.kron(T, I) + sp.kron(I, T))).tocsr()
-    x = (np.arange(N) + 1) * h
-    X, Y = np.meshgrid(x, x, indexing="ij")
-
-    def patch(cx, cy):
-        return ((np.abs(X - cx) <= 0.15) & (np.abs(Y - cy) <= 0.15)).ravel().astype(float)
-
-    B = patch(0.3, 0.3)[:, None]
-    C = np.vstack([patch(0.7, 0.7), patch(0.7, 0.3)]) * h * h
+    """2-D heat equation (lti.testing.systems.heat_2d, patches of half-width 0.15), sparse
+    ``A``, feedthrough ``d``; and the same system with a dense ``A``."""
+    A, B, C = heat_2d(N, half_width=0.15)
     D = np.full((2, 1), d)
     return DiscreteLTI(A, B, C, D, dt), DiscreteLTI(A.toarray(), B, C, D, dt)
 

@@ -28,24 +28,12 @@ from lti.lowrank import (
     lowrank_gramian_factors,
     lowrank_stein_residual,
 )
+from lti.testing.systems import heat_2d
 
 
 def heat(N: int):
-    """2-D heat equation on the unit square, explicit Euler, dt = 0.2 h^2: A = I + dt L;
-    input patch near (0.3, 0.3), output patches near (0.7, 0.7) and (0.7, 0.3)."""
-    h = 1.0 / (N + 1)
-    T = sp.diags([np.ones(N - 1), -2.0 * np.ones(N), np.ones(N - 1)], [-1, 0, 1]) / h**2
-    I = sp.eye(N)
-    A = (sp.eye(N * N) + 0.2 * h * h * (sp.kron(T, I) + sp.kron(I, T))).tocsr()
-    x = (np.arange(N) + 1) * h
-    X, Y = np.meshgrid(x, x, indexing="ij")
-
-    def patch(cx, cy):
-        return ((np.abs(X - cx) <= 0.1) & (np.abs(Y - cy) <= 0.1)).ravel().astype(float)
-
-    B = patch(0.3, 0.3)[:, None]
-    C = np.vstack([patch(0.7, 0.7), patch(0.7, 0.3)]) * h * h
-    return A, B, C
+    """2-D heat equation (lti.testing.systems.heat_2d): sparse A, one input, two outputs."""
+    return heat_2d(N)
 
 
 def rotating(n: int = 200, seed: int = 0):
