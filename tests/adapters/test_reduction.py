@@ -90,7 +90,7 @@ def test_measured_error_inside_reported_bounds_exact(base, mode, rule):
     for x in report.layers:
         new = find_adapters(model)[x.name].adapter
         err = _measured(full[x.name], new)
-        assert x.measured_error == pytest.approx(err, rel=1e-6)
+        assert x.measured_error == pytest.approx(err, rel=1e-6, abs=0)
         assert x.lower_bound * (1 - 1e-9) <= err <= x.upper_bound, x
         assert x.order_after == new.ssm.order and x.modes_after == new.ssm.d_state
         assert x.order_after <= x.order_before
@@ -121,7 +121,8 @@ def test_measured_error_inside_reported_bounds_data_driven(base, gramian, rule):
         assert x.lower_bound * (1 - 1e-9) <= err <= x.upper_bound, x
         assert x.weighted_bound is not None and np.isfinite(x.upper_bound)
         s = np.asarray(x.hsv)  # weighted HSVs
-        assert x.weighted_bound == pytest.approx(x.gate * 2 * s[x.order_after:].sum(), rel=1e-9)
+        assert x.weighted_bound == pytest.approx(x.gate * 2 * s[x.order_after:].sum(),
+                                                 rel=1e-9, abs=0)
         if "order" in rule:
             assert x.order_after == 4
         else:

@@ -136,7 +136,7 @@ def test_error_within_bounds(method, match_dc):
             rt = res.rounding_term
             assert 0.0 < rt <= 1e-10 * res.hsv[0]
             assert res.lower_bound == (max(res.hsv[r] - rt, 0.0) if r < n else 0.0)
-            assert res.error_bound == pytest.approx(2 * res.hsv[r:].sum() + rt, rel=1e-14)
+            assert res.error_bound == pytest.approx(2 * res.hsv[r:].sum() + rt, rel=1e-14, abs=0)
             assert np.allclose(res.Ti @ res.T, np.eye(r), atol=1e-10)
             if not match_dc:
                 Ar = res.Ti @ G.A @ res.T
