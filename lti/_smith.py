@@ -20,6 +20,7 @@ __all__ = [
     "SMITH_MAX_N",
     "SMITH_SCREEN_N",
     "SMITH_SCREEN_RATIO",
+    "SMITH_SCREEN_STEP",
     "smith_factor",
     "smith_factors",
     "smith_promising",
@@ -35,10 +36,26 @@ SMITH_AUTO_ITER = 12  # ... with at most this many squarings (rho^4096 <= eps: r
 # decaying) pass, transient growth does not -- Smith's rounding scales with max_k ||A^(2^k)||, so
 # strongly non-normal A (growth 1e2..1e4 seen: residuals up to 1000x SB03OD's) go to Hammarling.
 SMITH_MAX_GROWTH = 8.0
+# in-loop screen of the attempts of method="auto" (``screen=True``): at squaring k = 5 the
+# window sums w_k = sum_{2^k <= j < 2^(k+1)} ||A^j B||_F^2 that the iteration adds must have
+# shrunk by w_5 / w_4 < t_5 (1 + t_5), t_k = SMITH_SCREEN_RATIO^(2^k): for ||A^j B|| ~ g^j
+# that ratio is g^32 (1 + g^32), so this is smith_promising's decay test g < 0.96 read off
+# the iteration's own norms (no extra products; a slowly decaying A stops after 5 of 12
+# squarings). At k = 6 the same test with t_6 (sums still growing at k = 5: the transient
+# growth of a non-normal A, e.g. a Jordan-like chain, is judged there).
+SMITH_SCREEN_STEP = 5
+
+
+def _window_ratio(k: int) -> float:
+    t = SMITH_SCREEN_RATIO ** (2**k)
+    return t * (1.0 + t)
+
+
 _TINY = np.finfo(np.float64).tiny
 
 
-def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float):
+def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float,
+                  screen: bool = False):
     """Factors of ``sum_k M^k B B^T (M^T)^k`` (``M^T`` for ``transpose``) by squared Smith.
 
     ``L_{k+1} = [L_k, A_k L_k]`` compressed to its triangular QR factor (a sum of PSD
@@ -47,7 +64,8 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     ``rho(M) < 1``). Returns ``(factors, rho_bound)`` with ``rho_bound = min_k
     ||A_k||_F^(2^-k) >= rho(M)``, or ``None`` when that does not happen within
     ``max_iter`` squarings, ``||A_k||_F`` exceeds ``max_growth * sqrt(n)`` or a factor is not
-    finite.
+    finite; with `screen`, also ``None`` at squaring ``SMITH_SCREEN_STEP`` (or the next one)
+    when a factor's window sums decay too slowly for convergence (see ``SMITH_SCREEN_STEP``).
     """
     n = M.shape[0]
     eps = np.finfo(np.float64).eps
@@ -59,10 +77,11 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
     Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
     r2 = [_fro2(R) for R in Rt]  # ||L_k||_F^2: QR keeps it, each step adds ||A_k L_k||_F^2
+    wprev = [0.0] * len(Bs)  # ||A_(k-1) L_(k-1)||_F^2, the previous window sum
     todo = list(range(len(Bs)))
     Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
     rho_bound, root = np.inf, 1.0
-    for _ in range(max_iter):
+    for k in range(max_iter):
         a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
         if not a <= max_growth * np.sqrt(n):  # also catches NaN
             return None
@@ -82,6 +101,12 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
             if w2 <= eps * eps * r2[i]:
                 todo.remove(i)
                 continue
+            if screen and k in (SMITH_SCREEN_STEP, SMITH_SCREEN_STEP + 1):
+                ratio = w2 / wprev[i]  # wprev > 0: the factor was not done at k - 1
+                # still growing at the first step: judged at the next one
+                if _window_ratio(k) <= ratio and (k > SMITH_SCREEN_STEP or ratio < 1.0):
+                    return None  # too slow to converge in max_iter (see SMITH_SCREEN_STEP)
+            wprev[i] = w2
             r2[i] += w2
             if w == n:  # [R; Wt]: triangle over a dense block, structured QR
                 R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
@@ -142,8 +167,9 @@ def smith_promising(M: np.ndarray, B: np.ndarray) -> bool:
 
 def try_smith(n: int, M: np.ndarray, B: np.ndarray) -> bool:
     """Whether ``method="auto"`` tries the Smith iteration for order n (real dense ``M``,
-    right-hand side ``B`` of the sums ``M^k B``): up to ``SMITH_SCREEN_N`` always, up to
-    ``SMITH_MAX_N`` when :func:`smith_promising`."""
+    right-hand side ``B`` of the sums ``M^k B``): up to ``SMITH_SCREEN_N`` always (the
+    attempt screens itself at squaring ``SMITH_SCREEN_STEP``, ``screen=True``: cheaper than
+    this function's 32 products there), up to ``SMITH_MAX_N`` when :func:`smith_promising`."""
     return 0 < n <= SMITH_MAX_N and (n <= SMITH_SCREEN_N or smith_promising(M, B))
 
 
@@ -153,9 +179,10 @@ def _fro2(X: np.ndarray) -> float:
     return float(v @ v)
 
 
-def smith_factor(M, B, transpose, max_iter, max_growth):
+def smith_factor(M, B, transpose, max_iter, max_growth, screen=False):
     """The factor of one right-hand side by :func:`smith_factors` (``None`` as there)."""
-    out = smith_factors(M, [B], [transpose], max_iter=max_iter, max_growth=max_growth)
+    out = smith_factors(M, [B], [transpose], max_iter=max_iter, max_growth=max_growth,
+                        screen=screen)
     return None if out is None else out[0][0]
 
 

@@ -100,17 +100,17 @@ def stable_gramian_factors(
     -----
     Modal ``A`` (diagonal, or the conjugate-pair 2x2 blocks of
     :meth:`~lti.DiscreteLTI.from_diagonal`): the closed-form Schur algorithm of
-    :func:`lti.modal.modal_gramian_factors` on the generators. Dense ``A`` with
-    ``n <= SMITH_MAX_N = 1024`` (and no `schur`; above ``SMITH_SCREEN_N = 128`` only when
-    :func:`lti._smith.smith_promising` predicts convergence from 32 products ``A^k B``, so
-    that a slowly decaying ``A`` does not pay for a failed attempt): one factored
-    squared-Smith pass sharing the
-    powers of ``A`` between both factors, accepted only when it converges within
-    ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)``
-    (its convergence certifies stability). Otherwise ONE real Schur decomposition of
-    ``A`` serves the stability test and both Hammarling solves. ``B`` and ``C`` are scaled
-    to unit size inside (the factors scale linearly), so tiny or huge data neither
-    underflow nor overflow in the solvers.
+    :func:`lti.modal.modal_gramian_factors` on the generators. Dense ``A`` with ``n <=
+    SMITH_MAX_N = 1024`` (and no `schur`; above ``SMITH_SCREEN_N = 128`` only when
+    :func:`lti._smith.smith_promising` predicts convergence from 32 products ``A^k B``, so that
+    a slowly decaying ``A`` does not pay for a failed attempt): one factored squared-Smith pass
+    sharing the powers of ``A`` between both factors, accepted only when it converges within
+    ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)`` (its
+    convergence certifies stability); it gives up at squaring 5 when its own sums of ``||A^j
+    B||^2`` show the same slow decay (at any n). Otherwise ONE real Schur decomposition of
+    ``A`` serves the stability test and both Hammarling solves. ``B`` and ``C`` are scaled to
+    unit size inside (the factors scale linearly), so tiny or huge data neither underflow nor
+    overflow in the solvers.
     """
     n = G.n
     if n == 0:
@@ -129,7 +129,7 @@ def stable_gramian_factors(
     diagonal = schur is None and G.is_diagonal
     if schur is None and not diagonal and try_smith(n, G.A, G.B):
         out = smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=SMITH_AUTO_ITER,
-                            max_growth=SMITH_MAX_GROWTH)
+                            max_growth=SMITH_MAX_GROWTH, screen=True)
         if out is not None:
             (Lc, Lo), rho = out
             if rho < 1.0 - margin:  # the Smith bound certifies rho(A) <= rho

@@ -273,15 +273,15 @@ def lyapunov_factor(
     B : array_like, shape (n, m)
         Right-hand side factor (a 1-D ``B`` is one column).
     method : {"auto", "diagonal", "hammarling", "smith", "slycot"}, optional
-        ``"auto"``: ``"diagonal"`` for diagonal ``A``; for real dense ``A`` with
-        ``n <= 1024`` (and no `schur` given; above n = 128 only when 32 products
-        ``A^k B`` decay by at least 0.96 per step, ``lti._smith.smith_promising``, so that a
-        slowly decaying ``A`` does not pay for a failed attempt) ``"smith"`` when it
-        converges within 12
-        squarings with every power ``||A^(2^k)||_F <= 8 sqrt(n)`` (the growth guard
-        ``SMITH_MAX_GROWTH`` of :mod:`lti._smith`: spectral radius up to about 0.99 and no
-        transient growth; a dense A with decaying powers has ``||A||_F ~ rho sqrt(n)``),
-        ``"hammarling"`` otherwise (decided by the input only).
+        ``"auto"``: ``"diagonal"`` for diagonal ``A``; for real dense ``A`` with ``n <= 1024``
+        (and no `schur` given; above n = 128 only when 32 products ``A^k B`` decay by at least
+        0.96 per step, ``lti._smith.smith_promising``, so that a slowly decaying ``A`` does not
+        pay for a failed attempt; at any n the attempt stops at squaring 5 when its sums of
+        ``||A^j B||^2`` decay as slowly) ``"smith"`` when it converges within 12 squarings with
+        every power ``||A^(2^k)||_F <= 8 sqrt(n)`` (the growth guard ``SMITH_MAX_GROWTH`` of
+        :mod:`lti._smith`: spectral radius up to about 0.99 and no transient growth; a dense A
+        with decaying powers has ``||A||_F ~ rho sqrt(n)``), ``"hammarling"`` otherwise
+        (decided by the input only).
         ``"smith"``: factored squared Smith iteration (real data only). ``"slycot"``
         (SB03OD) only when asked for by name.
     transpose : bool, optional
@@ -386,7 +386,7 @@ def lyapunov_factor(
         method = "diagonal" if a is not None else "hammarling"
         if (method == "hammarling" and real and schur is None
                 and try_smith(n, M.T if transpose else M, Bm)):
-            L = smith_factor(M, Bm, transpose, SMITH_AUTO_ITER, SMITH_MAX_GROWTH)
+            L = smith_factor(M, Bm, transpose, SMITH_AUTO_ITER, SMITH_MAX_GROWTH, screen=True)
             if L is not None:
                 return L
     if method == "smith":
