@@ -228,7 +228,6 @@ class _Cayley:
     """
 
     def __init__(self, G: DiscreteLTI, theta_c: float):
-        self.theta_c = float(theta_c)
         if abs(np.sin(theta_c)) < 1e-12:
             rho = float(np.sign(-np.cos(theta_c)))  # real: z_c = -1 -> rho = 1, +1 -> -1
         else:
