@@ -407,7 +407,7 @@ def test_plot_hsv_marks_order_and_bounds(monkeypatch):
     assert any("error bound" in lab for lab in labels)
     assert any("lower bound" in lab for lab in labels)
     ydata = ax.lines[0].get_ydata()
-    assert np.allclose(ydata, res.hsv / res.hsv[0])
+    np.testing.assert_allclose(ydata, res.hsv / res.hsv[0], rtol=1e-15, atol=0)
     monkeypatch.setitem(__import__("sys").modules, "matplotlib.pyplot", None)
     with pytest.raises(MissingDependencyError, match=r"\[plot\]"):
         plot_hsv(res)

@@ -116,7 +116,8 @@ def test_complex_conventions():
     a = 0.95 * np.exp(1j * rng.uniform(0, 2 * np.pi, n)) * rng.uniform(0, 1, n)
     Xd = solve_discrete_lyapunov(a, Q)  # closed form X_ij = Q_ij / (1 - a_i conj(a_j))
     assert _residual(np.diag(a), Xd, Q) <= 1e-14
-    assert np.allclose(Xd, solve_discrete_lyapunov(np.diag(a), Q, method="schur"), rtol=1e-11)
+    np.testing.assert_allclose(Xd, solve_discrete_lyapunov(np.diag(a), Q, method="schur"),
+                               rtol=1e-11, atol=0)
     assert np.allclose(Xd, Q / (1 - a[:, None] * np.conj(a)[None, :]))
 
 

@@ -149,7 +149,8 @@ def test_frequency_response_nonnormal_and_diagonal():
     # both are backward stable; agreement is limited by the conditioning of (zI - A)
     assert np.max(np.abs(G.frequency_response(omega) - R)) <= 1e-8 * np.max(np.abs(R))
     Gd = DiscreteLTI(np.diag(rng.uniform(-0.9, 0.9, 6)), np.ones((6, 2)), np.ones((1, 6)))
-    assert np.allclose(Gd.frequency_response(0.3), _dense_response(Gd, [0.3]), rtol=1e-13)
+    np.testing.assert_allclose(Gd.frequency_response(0.3), _dense_response(Gd, [0.3]),
+                               rtol=1e-13, atol=0)
 
 
 def test_frequency_response_rejects_bad_omega():
@@ -169,7 +170,7 @@ def test_similarity_preserves_input_output_behaviour():
     assert np.allclose(H.A, np.linalg.solve(T, G.A @ T))
     assert np.allclose(H.markov(5), G.markov(5), rtol=1e-10, atol=1e-12)
     w = np.linspace(0, 3, 5)
-    assert np.allclose(H.frequency_response(w), G.frequency_response(w), rtol=1e-10)
+    np.testing.assert_allclose(H.frequency_response(w), G.frequency_response(w), rtol=1e-10, atol=0)
     with pytest.raises(InvalidArgumentError, match="`T` must be invertible"):
         G.similarity(np.zeros((9, 9)))
     with pytest.raises(ShapeError, match="`T` must have shape"):
@@ -238,7 +239,7 @@ def test_from_diagonal_real_and_complex_pairs():
     assert np.allclose(np.sort_complex(G.poles()), np.sort_complex(a))
     w = np.linspace(0, np.pi, 9)
     Fc = np.array([(C / (np.exp(1j * x) - a)) @ B for x in w])
-    assert np.allclose(G.frequency_response(w), Fc, rtol=1e-12)
+    np.testing.assert_allclose(G.frequency_response(w), Fc, rtol=1e-12, atol=0)
     # the change of variables is unitary: Gramian eigenvalues are those of the complex form
     Pc = (B @ B.conj().T) / (1 - a[:, None] * np.conj(a)[None, :])
     ev_c = np.sort(np.linalg.eigvalsh(Pc))
@@ -279,8 +280,8 @@ def test_discretize_zoh_diagonal_shortcut():
     B = np.arange(10.0).reshape(5, 2) + 1
     ad, bd = discretize_zoh(a, B, 0.1)
     assert np.allclose(ad, np.exp(0.1 * a))
-    assert np.allclose(bd[1], 0.1 * B[1], rtol=1e-15)  # a = 0 limit
-    assert np.allclose(bd[2], 0.1 * B[2], rtol=1e-12)  # tiny a, no cancellation
+    np.testing.assert_allclose(bd[1], 0.1 * B[1], rtol=1e-15, atol=0)  # a = 0 limit
+    np.testing.assert_allclose(bd[2], 0.1 * B[2], rtol=1e-12, atol=0)  # tiny a, no cancellation
     ref = sla.expm(np.block([[np.diag(a), B], [np.zeros((2, 7))]]) * 0.1)
     assert np.allclose(bd, ref[:5, 5:], rtol=1e-12)
     Ad, Bd = discretize_zoh(np.diag(a.real), B, 0.1)  # 2-D diagonal takes the shortcut too
