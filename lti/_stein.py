@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas
 
-from lti._schur import SchurForm, ct, real_schur, to_complex_schur
+from lti._schur import SchurForm, complex_triangle, ct, real_schur, rotate_columns, rotate_rows_
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
 
-__all__ = ["REFINE_RTOL", "SteinRecursion", "smith_solve", "solve_schur"]
+__all__ = ["REFINE_RTOL", "SteinRecursion", "congruence", "smith_solve", "solve_schur"]
 
-_LEAF = 48  # leaf size of the recursive Stein solvers
+_LEAF = 64  # leaf size of the recursive Stein solvers (n = 1024: 64-state leaves)
 
 
 class SteinRecursion:
@@ -25,7 +25,8 @@ class SteinRecursion:
     Index ranges ``[lo, hi)`` of ``T`` are bisected without cutting 2x2 blocks; couplings
     between halves are matrix products (level-3). At the leaves (at most ``_LEAF``
     states) the small diagonal blocks are brought to complex triangular form once
-    (cached; unitary, so backward stable) and the leaf equation is solved column by
+    (cached; one unitary 2x2 rotation per complex pair, applied to the leaf's right-hand
+    side and solution as batched 2x2 products) and the leaf equation is solved column by
     column with triangular solves.
     """
 
@@ -41,28 +42,31 @@ class SteinRecursion:
         return h
 
     def _leaf_form(self, lo: int, hi: int):
+        """``(Tc, idx, G)``: the leaf block in complex triangular form ``Tc = Gf^H T Gf``
+        (F order; ``Gf`` one 2x2 rotation per complex pair, :func:`complex_triangle`), or
+        ``idx = None`` when the block is triangular already."""
         key = (lo, hi)
         form = self._leaf_forms.get(key)
         if form is None:
             Tb = self.T[lo:hi, lo:hi]
             if self.real and np.any(np.diag(Tb, -1)):
-                Tc, G = to_complex_schur(Tb, np.eye(hi - lo))[:2]
+                Tc, idx, G = complex_triangle(Tb)
             else:
-                Tc, G = Tb.astype(np.complex128), None
-            form = (np.asfortranarray(Tc), G)
+                Tc, idx, G = Tb.astype(np.complex128), None, None
+            form = (np.asfortranarray(Tc), idx, G)
             self._leaf_forms[key] = form
         return form
 
     def leaf(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
         """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small."""
-        T1, G1 = self._leaf_form(*r1)
-        T2, G2 = self._leaf_form(*r2)
+        T1, idx1, G1 = self._leaf_form(*r1)
+        T2, idx2, G2 = self._leaf_form(*r2)
         k1, k2 = R.shape
-        Rt = R.astype(np.complex128)
-        if G1 is not None:
-            Rt = ct(G1) @ Rt
-        if G2 is not None:
-            Rt = Rt @ G2
+        Rt = R.astype(np.complex128)  # Gf1^H R Gf2 by the 2x2 rotations (O(k^2))
+        if idx1 is not None:
+            rotate_rows_(Rt, idx1, G1)
+        if idx2 is not None:
+            rotate_columns(Rt, idx2, np.conj(np.swapaxes(G2, 1, 2)), inplace=True)
         Y = np.empty((k1, k2), dtype=np.complex128, order="F")
         trsv = blas.ztrsv
         T2c = T2.conj()
@@ -73,10 +77,10 @@ class SteinRecursion:
             M = T2c[j, j] * T1  # F-ordered copy
             M.reshape(-1, order="F")[:: k1 + 1] -= 1.0
             Y[:, j] = trsv(M, rhs, overwrite_x=1)
-        if G1 is not None:
-            Y = G1 @ Y
-        if G2 is not None:
-            Y = Y @ ct(G2)
+        if idx1 is not None:  # Gf1 Y Gf2^H
+            rotate_rows_(Y, idx1, np.conj(np.swapaxes(G1, 1, 2)))
+        if idx2 is not None:
+            rotate_columns(Y, idx2, G2, inplace=True)
         return Y.real if self.real else Y
 
     def sylvester(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
@@ -118,13 +122,41 @@ class SteinRecursion:
         return X
 
 
-
 REFINE_RTOL = 1e-13  # one refinement step when ||A X A^H - X + Q||_F exceeds this * ||Q||_F
+_CONGRUENCE_BLOCKS = 4  # symmetric products by 4 x 4 tiles: 10 of the 16 tiles computed
+
+
+def congruence(Z: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``Z Y Z^H`` for Hermitian ``Y``: the product ``P = Z Y`` in full, then only the
+    upper tiles of ``P Z^H`` (the result is Hermitian), mirrored. Not for the residual:
+    there the average of both computed triangles (``symmetrize_``) is measurably more
+    accurate (n = 1024, rho = 0.9999: refined residual 2.41e-14 vs 2.70e-14)."""
+    n = Z.shape[0]
+    P = Z @ Y
+    if n < 256:
+        return symmetrize_(P @ ct(Z))
+    X = np.empty((n, n), dtype=P.dtype)
+    b = [i * n // _CONGRUENCE_BLOCKS for i in range(_CONGRUENCE_BLOCKS + 1)]
+    for lo, hi in zip(b[:-1], b[1:], strict=True):
+        X[lo:hi, lo:] = P[lo:hi] @ ct(Z[lo:])
+        Xd = X[lo:hi, lo:hi]
+        Xd[...] = 0.5 * (Xd + ct(Xd))
+    for lo, hi in zip(b[:-1], b[1:], strict=True):
+        X[hi:, lo:hi] = ct(X[lo:hi, hi:])
+    return X
 
 
 def solve_schur(
-    M: np.ndarray, Q: np.ndarray, schur: SchurForm | None = None, *, refine: bool = False
+    M: np.ndarray,
+    Q: np.ndarray,
+    schur: SchurForm | None = None,
+    *,
+    refine: bool = False,
+    factor: np.ndarray | None = None,
 ) -> np.ndarray:
+    """``M X M^H - X + Q = 0`` on the Schur form of ``M``. ``factor``: ``F`` with
+    ``F F^H = Q`` to rounding (e.g. ``B`` of ``Q = B B^T``), so that the Schur-coordinate
+    right-hand side is ``(Z^H F)(Z^H F)^H`` at O(n^2 k) instead of two n^3 products."""
     n = M.shape[0]
     if n == 0:
         return np.zeros((0, 0), dtype=np.result_type(M, Q))
@@ -132,19 +164,24 @@ def solve_schur(
         schur = real_schur(M)
     check_stable("A", schur.T, rho=float(np.max(np.abs(schur.eigenvalues()))))
     T, Z = schur.T, schur.Z
-    if np.iscomplexobj(Q) and not np.iscomplexobj(T):
+    if (np.iscomplexobj(Q) or np.iscomplexobj(factor)) and not np.iscomplexobj(T):
         T, Z = schur.complex_form()
     recursion = SteinRecursion(T)
 
-    def solve(R):
-        Y = recursion.symmetric((0, n), symmetrize_(ct(Z) @ R @ Z))
-        return symmetrize_(Z @ Y @ ct(Z))
+    def solve(R, F=None):
+        if F is None:
+            Rz = congruence(ct(Z), R)
+        else:
+            C = ct(Z) @ F
+            Rz = symmetrize_(C @ ct(C))
+        return congruence(Z, recursion.symmetric((0, n), Rz))
 
-    X = solve(Q)
+    X = solve(Q, factor)
     if refine:
         R = symmetrize_((M @ X) @ ct(M) - X + Q)
         if np.linalg.norm(R) > REFINE_RTOL * np.linalg.norm(Q):
-            X = symmetrize_(X + solve(R))
+            X += solve(R)
+            symmetrize_(X)
     return X
 
 

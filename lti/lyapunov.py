@@ -97,8 +97,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         must reproduce ``Q`` to rounding; the Gramian case ``Q = B B^T``): there
         ``X = L L^T`` with ``L`` from the factored squared Smith iteration, where
         :func:`lyapunov_factor` would try it, accepted when it converges and its relative
-        residual is at most ``1e-13`` (else ``"schur"``); it depends on the input only,
-        never on what is installed.
+        residual is at most ``1e-13`` (else ``"schur"``, which then transforms ``F``
+        rather than ``Q`` to Schur coordinates); it depends on the input only, never on
+        what is installed.
         ``"slycot"`` (SB03MD) is used only when asked for by name.
 
     Returns
@@ -133,7 +134,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     algorithm: the quasi-triangular problem is split in halves, the off-diagonal block is
     a Stein-Sylvester equation split recursively as well, and all coupling updates are
     matrix-matrix products, so nearly all flops are level-3 (Jonsson & Kagstrom's RECSY
-    recursion). Small leaves are solved column by column. ``X = Z Y Z^T``.
+    recursion). Small leaves are solved column by column. ``X = Z Y Z^T``; with a
+    known factor ``Q = F F^T`` (``method="auto"`` above) the right-hand side is
+    ``(Z^T F)(Z^T F)^T`` at O(n^2 k) instead of two n^3 products.
     The back-transformation ``Z Y Z^T`` rounds at the level
     ``eps ||X||``, which dominates the residual when ``X`` is large (spectral radius near
     1); so when the relative residual exceeds ``1e-13`` one step of iterative refinement
@@ -187,8 +190,8 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     if M is None:
         M = np.diag(a)
     if method == "schur":
-        X = _factored_solve(M, Qm) if auto else None
-        return solve_schur(M, Qm, refine=True) if X is None else X
+        X, F = _factored_solve(M, Qm) if auto else (None, None)
+        return solve_schur(M, Qm, refine=True, factor=F) if X is None else X
     if method == "smith":
         check_stable("A", M)
         X = symmetrize_(smith_solve(M, Qm))
@@ -235,23 +238,26 @@ def _psd_low_rank(Q: np.ndarray, kmax: int):
 
 def _factored_solve(M: np.ndarray, Q: np.ndarray):
     """``method="auto"`` for real dense ``A`` with a low-rank PSD ``Q = F F^T`` (the
-    Gramian case): ``X = L L^T`` from the factored squared Smith iteration where
-    :func:`lti._smith.try_smith` tries it, accepted when it converges and its residual is
-    at most ``REFINE_RTOL`` relative (else ``None``: the Schur path)."""
+    Gramian case): ``(X, F)`` with ``X = L L^T`` from the factored squared Smith iteration
+    where :func:`lti._smith.try_smith` tries it and it converges with a residual of at most
+    ``REFINE_RTOL`` relative, else ``(None, F)`` (the Schur path, which then transforms
+    ``F`` instead of ``Q``); ``F`` is ``None`` when there is no such factor."""
     n = M.shape[0]
     if n < 3 or np.iscomplexobj(M) or np.iscomplexobj(Q):  # n <= 2: Schur is exact enough
-        return None
+        return None, None
     F = _psd_low_rank(Q, min(_LOW_RANK_MAX, n))
-    if F is None or F.shape[1] == 0 or not try_smith(n, M, F):
-        return None
+    if F is None or F.shape[1] == 0:
+        return None, None
+    if not try_smith(n, M, F):
+        return None, F
     L = smith_factor(M, F, False, SMITH_AUTO_ITER, SMITH_MAX_GROWTH)
     if L is None:
-        return None
+        return None, F
     X = symmetrize_(L @ L.T)
     R = (M @ X) @ M.T - X + Q
     if not np.linalg.norm(R) <= REFINE_RTOL * np.linalg.norm(Q):
-        return None
-    return X
+        return None, F
+    return X, F
 
 
 def lyapunov_factor(
