@@ -25,7 +25,7 @@ __all__ = [
     "schur_factor",
 ]
 
-_PANEL = 64  # steps between re-packing the active block in Hammarling's method
+_PANEL = 16  # steps between re-packing the active block in Hammarling's method
 
 
 def _scaled_unit(c: np.ndarray):
@@ -63,9 +63,13 @@ def hammarling_lower(WH: np.ndarray, C: np.ndarray) -> np.ndarray:
     """:func:`hammarling_dense` given ``WH = A^H`` (lower triangular, Fortran order) and a
     Fortran-ordered ``C`` of the same dtype, which is overwritten (the work array).
 
-    One step per row of ``U``: a scalar, one matrix-vector product and one shifted
-    triangular solve (level-2 BLAS on a packed copy of the active block, re-packed every
-    ``_PANEL`` steps), and the Householder update of ``C`` as one BLAS rank-1 update.
+    One step per row of ``U``: one matrix-vector product ``g = C2^H c`` (shared by the
+    right-hand side and the Householder update), one shifted triangular solve (level-2 BLAS
+    on a packed copy of the active block, re-packed every ``_PANEL`` steps, in a
+    preallocated zero-padded vector) and the Householder update of ``C`` as one BLAS rank-1
+    update; the row of ``U`` and the update are formed from ``g`` and ``u`` by in-place
+    BLAS calls (about ten calls per step: the loop is bound by their overhead below
+    n ~ 500).
     """
     n = WH.shape[0]
     cplx = np.iscomplexobj(WH)
@@ -76,14 +80,15 @@ def hammarling_lower(WH: np.ndarray, C: np.ndarray) -> np.ndarray:
     U = np.zeros((n, n), dtype=dtype, order="F")  # column rotations and dtpqrt want F
     if cplx:  # gerc: C2 - v coef^H with coef = conj of the Householder row
         trsv, trmv, gemv, ger, nrm2 = blas.ztrsv, blas.ztrmv, blas.zgemv, blas.zgerc, blas.dznrm2
-        ctrans = 2  # conjugate transpose in gemv
+        axpy, ctrans = blas.zaxpy, 2  # conjugate transpose in gemv
     else:
         trsv, trmv, gemv, ger, nrm2 = blas.dtrsv, blas.dtrmv, blas.dgemv, blas.dger, blas.dnrm2
-        ctrans = 1
+        axpy, ctrans = blas.daxpy, 1
     alphas = np.conj(np.diagonal(WH)).tolist()  # diagonal of A
-    start, W, Wdiag, d0 = 0, None, None, None
+    start, W, Wdiag, d0, x, z, dirty = 0, None, None, None, None, None, 0
     tiny = 1e-290
     sqrt = math.sqrt
+    multiply, subtract = np.multiply, np.subtract
     for j in range(n):
         alpha = alphas[j]
         aa = abs(alpha)
@@ -108,43 +113,51 @@ def hammarling_lower(WH: np.ndarray, C: np.ndarray) -> np.ndarray:
             W = np.asfortranarray(WH[start:, start:])
             Wdiag = W.reshape(-1, order="F")[:: W.shape[0] + 1]
             d0 = Wdiag.copy()
+            x = np.zeros(W.shape[0], dtype=dtype)  # x[:off] zero: trsv keeps it zero
+            z = np.zeros(W.shape[0], dtype=dtype)  # the same for trmv (zeroed after use)
+            dirty = 0  # x[dirty:] may hold the last solve's u
         off = j + 1 - start
-        K = W.shape[0]
-        if aa < tiny:  # u = -rhs = C2^H c / nu + alpha nu a, A^H u by one trmv
-            u = gemv(1.0, C2, chat_s, beta=alpha * nu, y=a, trans=ctrans)
+        g = gemv(1.0, C2, chat_s, trans=ctrans)  # C2^H c / nu
+        xr = x[off:]
+        # Householder H with H w = beta e_last, w = [c / nu; alpha] (unit norm: |chat|^2 =
+        # s^2 = 1 - |alpha|^2); the first m rows of H [C2; y^H] are the new right-hand side
+        # factor, i.e. C2 <- C2 - chat coef^H (coef^T for real data) with
+        # coef = f (C2^H chat + vm y) = f (g + vm y), y = nu a + A2^H u
+        phase = alpha / aa if aa > tiny else 1.0
+        vm = alpha + phase * sqrt(s * s + aa * aa)
+        f = 2.0 / (s * s + abs(vm) ** 2)
+        if aa < tiny:  # u = -rhs = g + alpha nu a, A^H u by one trmv
+            u = axpy(a, g.copy(), a=alpha * nu)
             Wdiag[:] = d0
-            x = np.zeros(K, dtype=dtype)
-            x[off:] = u
-            y = trmv(W, x, lower=1, overwrite_x=1)[off:]
-            y += nu * a
+            z[off:] = u
+            y = trmv(W, z, lower=1, overwrite_x=1)[off:]
+            axpy(a, y, a=nu)
+            coef = axpy(y, g, a=vm)
+            z[off:] = 0.0
         else:
-            xr = gemv(-1.0 / alpha, C2, chat_s, beta=-nu, y=a, trans=ctrans)  # rhs / alpha
-            x = np.zeros(K, dtype=dtype)
-            x[off:] = xr
-            np.subtract(d0, 1.0 / alpha, out=Wdiag)  # (A2^H - I/alpha) u = rhs/alpha
-            x = trsv(W, x, lower=1, overwrite_x=1)
-            u = x[off:]
-            if aa >= 0.5:  # A2^H u = rhs/alpha + u/alpha; y = nu a + A2^H u
-                y = u / alpha
-                y += xr
-            else:
+            if dirty < off:
+                x[dirty:off] = 0.0
+            dirty = off
+            multiply(a, -nu, out=xr)  # x[off:] = rhs / alpha = -g / alpha - nu a
+            axpy(g, xr, a=-1.0 / alpha)
+            subtract(d0, 1.0 / alpha, out=Wdiag)  # (A2^H - I/alpha) u = rhs/alpha
+            trsv(W, x, lower=1, overwrite_x=1)
+            u = xr
+            if aa >= 0.5:  # A2^H u = rhs/alpha + u/alpha, so y = (u - g) / alpha:
+                # coef = f (1 - vm / alpha) g + (f vm / alpha) u
+                coef = multiply(g, f * (1.0 - vm / alpha), out=g)
+                axpy(u, coef, a=f * vm / alpha)
+                f = 1.0  # already in coef
+            else:  # y = nu a + A2^H u by trmv on the unshifted block (no 1/alpha)
                 Wdiag[:] = d0
-                x = np.zeros(K, dtype=dtype)
-                x[off:] = u
-                y = trmv(W, x, lower=1, overwrite_x=1)[off:]
-            y += nu * a
+                z[off:] = u
+                y = trmv(W, z, lower=1, overwrite_x=1)[off:]
+                axpy(a, y, a=nu)
+                coef = axpy(y, g, a=vm)
+                z[off:] = 0.0
         U[j, j] = nu
         U[j, j + 1 :] = u  # conjugated at the end
-        # Householder H with H w = beta e_last, w = [c / nu; alpha] (unit norm);
-        # the first m rows of H [C2; y^H] are the new right-hand side factor.
-        q = nrm2(chat_s) ** 2
-        phase = alpha / aa if aa > tiny else 1.0
-        vm = alpha + phase * sqrt(q + aa * aa)
-        f = 2.0 / (q + abs(vm) ** 2)
-        # real: coef = f (C2^T v + v_m y), C2 <- C2 - v coef^T; complex: the same with
-        # C2^H and gerc (C2 - v coef^H), i.e. H applied to [C2; y^H]
-        coef = gemv(f, C2, chat_s, beta=f * vm, y=y, trans=ctrans)
-        ger(-1.0, chat_s, coef, a=C2, overwrite_a=1)  # in place: C2 is a Fortran view of C
+        ger(-f, chat_s, coef, a=C2, overwrite_a=1)  # in place: C2 is a Fortran view of C
     if cplx:
         np.conjugate(U, out=U)  # rows were stored as u; U[j, j+1:] = conj(u)
     return U

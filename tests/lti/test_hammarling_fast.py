@@ -94,3 +94,67 @@ def test_benign_small_systems_keep_smith(n):
     rc = np.linalg.norm(G.A @ P @ G.A.T - P + G.B @ G.B.T) / np.linalg.norm(G.B @ G.B.T)
     ro = np.linalg.norm(G.A.T @ Q @ G.A - Q + G.C.T @ G.C) / np.linalg.norm(G.C.T @ G.C)
     assert max(rc, ro) < 1e-13
+
+
+# ------------------------------------------------ the Hammarling kernel on slow decay
+
+
+def _slow_triangular(n, rng, kind):
+    """The (complex) Schur triangle of a slowly decaying dense A (spectral radius 0.9999,
+    real spectrum for "real"), one diagonal entry set to 0 for the kernel's third branch."""
+    import scipy.linalg as sla
+
+    from lti._schur import complex_triangle
+
+    if kind == "complex":  # bench_balanced's family: the spectrum fills the disk
+        A = rng.standard_normal((n, n))
+        A *= 0.9999 / np.max(np.abs(np.linalg.eigvals(A)))
+        T = complex_triangle(sla.schur(A, output="real")[0])[0]
+    else:  # real spectrum in (-1, 1), a third of it within 1e-3 of +-1; mildly non-normal
+        d = rng.uniform(-0.999, 0.999, n)
+        d[: n // 3] = rng.choice([-1.0, 1.0], n // 3) * rng.uniform(0.999, 0.9999, n // 3)
+        V = np.eye(n) + 0.3 * rng.standard_normal((n, n)) / np.sqrt(n)
+        T = sla.schur(V @ np.diag(d) @ np.linalg.inv(V), output="real")[0]
+        assert not np.any(np.diag(T, -1))
+        T = np.triu(T)
+    T[n // 2, n // 2] = 0.0
+    return T
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+@pytest.mark.parametrize("n, m, panel", [(150, 1, 64), (150, 3, 64), (70, 2, 5)])
+def test_kernel_on_slow_decay_matches_the_reference(kind, n, m, panel, monkeypatch):
+    from lti import _hammarling
+    from tests.lti.test_dense_fast import _reference_hammarling
+
+    monkeypatch.setattr(_hammarling, "_PANEL", panel)  # re-packing of the active block
+    rng = np.random.default_rng(n + m + panel)
+    A = _slow_triangular(n, rng, kind)
+    C = rng.standard_normal((m, n)) + (1j * rng.standard_normal((m, n)) if kind == "complex"
+                                       else 0)
+    U = _hammarling.hammarling_dense(A, C)
+    Uref = _reference_hammarling(A, C)
+    assert np.array_equal(np.tril(U, -1), np.zeros_like(U))
+    X, Xref = U.conj().T @ U, Uref.conj().T @ Uref
+    assert np.linalg.norm(X - Xref) <= 1e-12 * np.linalg.norm(Xref)
+    R = A.conj().T @ X @ A - X + C.conj().T @ C
+    assert np.linalg.norm(X) < 1e12  # a well-posed slow-decay problem, not an overflow
+    assert np.linalg.norm(R) <= 1e-12 * np.linalg.norm(X)
+
+
+def test_kernel_after_a_skipped_row():
+    # column 1 of the right-hand side stays exactly zero (A[0, 1] = 0, C[:, 1] = 0): row 1
+    # is skipped and the next solve must not see the previous row's u in its work vector
+    from lti._hammarling import hammarling_dense
+    from tests.lti.test_dense_fast import _reference_hammarling
+
+    rng = np.random.default_rng(5)
+    n = 12
+    A = np.triu(rng.standard_normal((n, n))) * 0.3
+    A[np.diag_indices(n)] = rng.uniform(0.6, 0.99, n)
+    A[0, 1] = 0.0
+    C = rng.standard_normal((2, n))
+    C[:, 1] = 0.0
+    U, Uref = hammarling_dense(A, C), _reference_hammarling(A, C)
+    assert U[1, 1] == 0.0
+    np.testing.assert_allclose(U.T @ U, Uref.T @ Uref, rtol=0, atol=1e-12 * np.abs(Uref).max() ** 2)
