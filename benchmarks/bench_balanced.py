@@ -26,9 +26,14 @@ modal path (:mod:`lti.modal`) against the general path it replaces (the same cal
 modal dispatch switched off, in the same run), and checks that both give the same HSVs and
 reduced transfer function.
 
+``--rho`` sets the spectral radius of the random systems (default 0.95): ``--rho 0.9999``
+gives slowly decaying systems, where the squared-Smith path cannot converge and BT goes
+through the Schur form and Hammarling's method (``balanced_slow.md``, written with
+``--rho 0.9999 --sizes 64 128 256 512 1024 --name balanced_slow``).
+
 Usage: ``python benchmarks/bench_balanced.py [--sizes 16 64 256 1024] [--threads 1]
-[--repeat 5] [--hinf-max-n 1024] [--no-modal] [--out benchmarks/results]``; ``--out``
-writes ``balanced.md`` (the tables, with the command) and ``balanced.json``.
+[--repeat 5] [--hinf-max-n 1024] [--no-modal] [--rho 0.95] [--out benchmarks/results]``;
+``--out`` writes ``balanced.md`` (the tables, with the command) and ``balanced.json``.
 """
 
 from __future__ import annotations
@@ -195,6 +200,8 @@ def main(argv=None) -> int:
     parser.add_argument("--hinf-max-n", type=int, default=1024,
                         help="measure the H-infinity error only up to this n")
     parser.add_argument("--no-modal", action="store_true", help="skip the modal table")
+    parser.add_argument("--rho", type=float, default=0.95,
+                        help="spectral radius of the random systems (default 0.95)")
     parser.add_argument("--clock", choices=tuple(CLOCK), default="cpu",
                         help="process CPU time (default) or wall time")
     parser.add_argument("--out", default=None,
@@ -225,11 +232,12 @@ def main(argv=None) -> int:
             f"BLAS threads pinned to {args.threads} with threadpoolctl: {', '.join(libs)}; "
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"{platform.processor() or platform.machine()}; clock: {args.clock} time, best of "
-            f"--repeat runs; code: {git_revision()}",
+            f"--repeat runs; code: {git_revision()}; random systems: spectral radius "
+            f"{args.rho}, m = p = 2, r = n / 4",
         ] + (["", args.note] if args.note else [])
         print("\n".join(header) + "\n")
         for n in args.sizes:
-            G = random_system(n, seed=n)
+            G = random_system(n, seed=n, rho=args.rho)
             r = max(n // 4, 1)
             repeat = max(1, args.repeat if n <= 256 else min(args.repeat, 2))
             with warnings.catch_warnings():
@@ -311,7 +319,7 @@ def main(argv=None) -> int:
         (out / f"{args.name}.md").write_text("\n".join(header) + "\n\n" + "\n".join(lines) + "\n")
         keys = ("n", "r", "method", "time_s", "time_over_ab09ad", "time_over_schur",
                 "hinf_error", "bound", "error_over_bound", "reduced_stable")
-        data = dict(command=header[0], blas=header[2],
+        data = dict(command=header[0], blas=header[2], rho=args.rho,
                     rows=[dict(zip(keys, row, strict=True)) for row in rows],
                     hsv=[dict(zip(("n", "compared", "max_rel_diff", "sigma1", "sigman"), h,
                                   strict=True)) for h in hsv_rows],
