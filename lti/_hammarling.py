@@ -25,7 +25,7 @@ __all__ = [
     "schur_factor",
 ]
 
-_PANEL = 16  # steps between re-packing the active block in Hammarling's method
+_PANEL = 64  # steps between re-packing the active block in Hammarling's method
 
 
 def _scaled_unit(c: np.ndarray):
