@@ -24,8 +24,9 @@ compared with an accurate closed-form reference; and the residual ratios ours / 
 
 The ratio table also gives both lti times as multiples of ONE real Schur decomposition of
 ``A`` (``scipy.linalg.schur``, timed in the same run): the floor of any Schur-based dense
-solver (the factored Smith path needs no Schur form and can go below it; the last column
-names the path the factor took).
+solver (the factored Smith path needs no Schur form and can go below it; the last two
+columns name the paths the factor and the solve took: for the solve "schur+F" when Q's low-rank
+factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran).
 
 Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]
 [--out benchmarks/results]`` (``--out`` writes ``lyapunov.md`` with the command and
@@ -114,6 +115,24 @@ def factor_path(kind, A, B) -> str:
     return "hammarling"
 
 
+def solve_path(kind, A, Q) -> str:
+    """Which path ``solve_discrete_lyapunov(A, Q)`` (method "auto") takes, re-derived outside
+    the timing: "diagonal", "smith" (X = L L^T, Q of low rank), or "schur" with "+F" when the
+    Schur-coordinate right-hand side comes from Q's low-rank factor and "+refine" when the
+    residual-triggered refinement step runs."""
+    from lti._stein import REFINE_RTOL, solve_schur
+    from lti.lyapunov import _factored_solve
+
+    if kind != "dense":
+        return "diagonal"
+    X, F = _factored_solve(A, Q)
+    if X is not None:
+        return "smith"
+    X0 = solve_schur(A, Q, factor=F)
+    refined = np.linalg.norm(A @ X0 @ A.T - X0 + Q) > REFINE_RTOL * np.linalg.norm(Q)
+    return "schur" + ("+F" if F is not None else "") + ("+refine" if refined else "")
+
+
 def timed(fn, clock, repeats):
     best, out = np.inf, None
     for _ in range(repeats):
@@ -145,7 +164,7 @@ def run_table(args):
                     (kind, rho, n, times["lti solve"] / times["SB03MD"],
                      times["lti factor"] / times["SB03OD"], times["schur"],
                      times["lti solve"] / times["schur"], times["lti factor"] / times["schur"],
-                     factor_path(kind, A, B))
+                     factor_path(kind, A, B), solve_path(kind, A, Q))
                 )
                 print(f"  done {kind} rho={rho} n={n}", flush=True)
     return rows, ratios
@@ -276,11 +295,11 @@ def main():
         for kind, rho, n, name, t, r in rows:
             emit(f"| {kind} | {rho} | {n} | {name} | {t:.4f} | {r:.2e} |")
         emit("\n| A | rho | n | lti solve / SB03MD | lti factor / SB03OD | one Schur [s] "
-             "| lti solve / Schur | lti factor / Schur | lti factor path |")
-        emit("|---|---|---|---|---|---|---|---|---|")
-        for kind, rho, n, rs, rf, ts, rss, rfs, path in ratios:
+             "| lti solve / Schur | lti factor / Schur | lti factor path | lti solve path |")
+        emit("|---|---|---|---|---|---|---|---|---|---|")
+        for kind, rho, n, rs, rf, ts, rss, rfs, path, spath in ratios:
             emit(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x | {ts:.4f} | {rss:.2f}x "
-                 f"| {rfs:.2f}x | {path} |")
+                 f"| {rfs:.2f}x | {path} | {spath} |")
         if args.diag_large:
             emit("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
             emit("|---|---|---|---|")

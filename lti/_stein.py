@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas
 
-from lti._schur import SchurForm, complex_triangle, ct, real_schur, rotate_columns, rotate_rows_
+from lti._schur import SchurForm, complex_triangle, ct, real_schur
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
 
@@ -42,31 +42,33 @@ class SteinRecursion:
         return h
 
     def _leaf_form(self, lo: int, hi: int):
-        """``(Tc, idx, G)``: the leaf block in complex triangular form ``Tc = Gf^H T Gf``
-        (F order; ``Gf`` one 2x2 rotation per complex pair, :func:`complex_triangle`), or
-        ``idx = None`` when the block is triangular already."""
+        """``(Tc, pairs, G, Gh)``: the leaf block in complex triangular form
+        ``Tc = Gf^H T Gf`` (F order; ``Gf`` one 2x2 rotation ``G_k^H`` per complex pair on
+        the index pairs ``pairs``, :func:`complex_triangle`; ``Gh = G^H``), or
+        ``pairs = None`` when the block is triangular already."""
         key = (lo, hi)
         form = self._leaf_forms.get(key)
         if form is None:
             Tb = self.T[lo:hi, lo:hi]
             if self.real and np.any(np.diag(Tb, -1)):
                 Tc, idx, G = complex_triangle(Tb)
+                form = (np.asfortranarray(Tc), np.stack([idx - 1, idx], axis=1), G,
+                        np.conj(np.swapaxes(G, 1, 2)))
             else:
-                Tc, idx, G = Tb.astype(np.complex128), None, None
-            form = (np.asfortranarray(Tc), idx, G)
+                form = (np.asfortranarray(Tb.astype(np.complex128)), None, None, None)
             self._leaf_forms[key] = form
         return form
 
     def leaf(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
         """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small."""
-        T1, idx1, G1 = self._leaf_form(*r1)
-        T2, idx2, G2 = self._leaf_form(*r2)
+        T1, p1, G1, G1h = self._leaf_form(*r1)
+        T2, p2, G2, G2h = self._leaf_form(*r2)
         k1, k2 = R.shape
-        Rt = R.astype(np.complex128)  # Gf1^H R Gf2 by the 2x2 rotations (O(k^2))
-        if idx1 is not None:
-            rotate_rows_(Rt, idx1, G1)
-        if idx2 is not None:
-            rotate_columns(Rt, idx2, np.conj(np.swapaxes(G2, 1, 2)), inplace=True)
+        Rt = R.astype(np.complex128)  # Gf1^H R Gf2 by batched 2x2 rotations (O(k^2))
+        if p1 is not None:
+            Rt[p1] = G1 @ Rt[p1]
+        if p2 is not None:
+            Rt[:, p2] = (Rt[:, p2].transpose(1, 0, 2) @ G2h).transpose(1, 0, 2)
         Y = np.empty((k1, k2), dtype=np.complex128, order="F")
         trsv = blas.ztrsv
         T2c = T2.conj()
@@ -77,10 +79,10 @@ class SteinRecursion:
             M = T2c[j, j] * T1  # F-ordered copy
             M.reshape(-1, order="F")[:: k1 + 1] -= 1.0
             Y[:, j] = trsv(M, rhs, overwrite_x=1)
-        if idx1 is not None:  # Gf1 Y Gf2^H
-            rotate_rows_(Y, idx1, np.conj(np.swapaxes(G1, 1, 2)))
-        if idx2 is not None:
-            rotate_columns(Y, idx2, G2, inplace=True)
+        if p1 is not None:  # Gf1 Y Gf2^H
+            Y[p1] = G1h @ Y[p1]
+        if p2 is not None:
+            Y[:, p2] = (Y[:, p2].transpose(1, 0, 2) @ G2).transpose(1, 0, 2)
         return Y.real if self.real else Y
 
     def sylvester(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
