@@ -26,9 +26,10 @@ __all__ = ["HRMConfig", "ADAPTER_TYPE", "FORMAT_VERSION"]
 
 #: Identifies an HRM adapter config in JSON (the ``adapter_type`` key).
 ADAPTER_TYPE = "HRM"
-#: Version of the on-disk format (2: our own file names, config in the safetensors header,
-#: base-model fingerprint; 1: PEFT's file names, still read).
-FORMAT_VERSION = 2
+#: Version of the on-disk format (3: each gate is stored with shape (1,), as the parameter now
+#: is; 2: our own file names, config in the safetensors header, base-model fingerprint, gate
+#: 0-dim; 1: PEFT's file names, gate 0-dim). Versions 1 and 2 are still read.
+FORMAT_VERSION = 3
 
 _INITS = ("s4d",)
 _DTYPES = ("float32", "float64")

@@ -62,10 +62,10 @@ __all__ = [
 
 _RUNTIME_ATTR = "_hrm_runtime"
 _SAVE_ATTR = "save_pretrained"
-_CHECKPOINT_WRITERS: list[Callable[[nn.Module, Path], object]] = []
+_CHECKPOINT_WRITERS: list[Callable[..., object]] = []
 
 
-def register_checkpoint_writer(writer: Callable[[nn.Module, Path], object]) -> None:
+def register_checkpoint_writer(writer: Callable[..., object]) -> None:
     """Have an adapted model's ``save_pretrained(d)`` also call ``writer(model, d)``.
 
     :mod:`adapters.io` registers :func:`adapters.save_adapter` when it is imported (it is by
@@ -75,7 +75,9 @@ def register_checkpoint_writer(writer: Callable[[nn.Module, Path], object]) -> N
     Parameters
     ----------
     writer : callable
-        ``writer(model, directory)``; registered once (a second registration is ignored).
+        ``writer(model, directory)``, or ``writer(model, directory, state_dict=sd)`` when
+        ``save_pretrained`` was given a ``state_dict`` (a Trainer under DeepSpeed ZeRO-3 passes
+        the gathered one); registered once (a second registration is ignored).
     """
     if writer not in _CHECKPOINT_WRITERS:
         _CHECKPOINT_WRITERS.append(writer)
@@ -347,10 +349,13 @@ def _tree_insert(tree: AdapterTree, name: str, adapted: AdaptedMLP) -> None:
 
 def _save_pretrained(self, save_directory, *args, **kwargs):
     """``save_pretrained`` of the model class, then the adapter checkpoint beside it."""
+    state = kwargs.get("state_dict")  # e.g. gathered from ZeRO-3 partitions by a Trainer
+    extra = {} if state is None else {"state_dict": {  # taken first: HF empties the dict
+        k: v for k, v in state.items() if k.startswith(ADAPTERS_ATTR + ".")}}
     out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
     if kwargs.get("is_main_process", True):
         for writer in _CHECKPOINT_WRITERS:
-            writer(self, Path(save_directory))
+            writer(self, Path(save_directory), **extra)
     return out
 
 

@@ -10,7 +10,16 @@ shape and dtype, and the SHA-256 of the tensor data. ``hrm_config.json`` is the 
 plain JSON for people and hub tools; the loader trusts the header (which cannot disagree with
 the weights) and warns when the copy does not match it.
 
-File names. The names are our own (format version 2): a folder with PEFT's
+Format versions. 3 (written now): as 2, but each ``gate`` is stored with shape (1,), the shape
+of the parameter (a 0-dim parameter cannot be broadcast by DeepSpeed's engine). 2: our own
+file names, the record in the header, the base model's fingerprint; the gate 0-dim. 1: PEFT's
+file names (below). Checkpoints of versions 1 and 2 load bit for bit: a 0-dim gate is read as
+shape (1,) (so is one in a full-model state dict, e.g. an older Trainer checkpoint's
+``model.safetensors``, through :class:`adapters.layer.HRMAdapter`'s state-dict loading). Code
+from before version 3 refuses a version-3 checkpoint with a ``CheckpointError``
+(``format_version`` must be in [1, 2]); it is never loaded wrongly.
+
+File names. The names are our own (since format version 2): a folder with PEFT's
 ``adapter_config.json`` / ``adapter_model.safetensors`` would be taken for a PEFT adapter by
 ``peft.PeftModel.from_pretrained`` and by hub tools, which then fail deep inside with a bare
 ``KeyError``. On our folder, ``PeftModel.from_pretrained`` now stops at once with PEFT's own
@@ -92,13 +101,20 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+def adapter_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor] | None = None,
+                       ) -> dict[str, torch.Tensor]:
     """The adapters' tensors only: ``{"<module name>.<key>": tensor}`` (detached, on CPU).
 
     Parameters
     ----------
     model : nn.Module
         A model adapted by :func:`adapters.inject`.
+    state_dict : dict, optional
+        A full state dict of ``model`` (keys as ``model.state_dict()``'s, e.g.
+        ``"hrm_adapters.model.layers.0.mlp.adapter.gate"``), such as the one a Trainer under
+        DeepSpeed ZeRO-3 gathers and passes to ``save_pretrained``; adapter tensors of the
+        full shape and dtype found in it are taken from it instead of from the live
+        parameters.
 
     Returns
     -------
@@ -108,15 +124,24 @@ def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     ------
     CheckpointError
         Adapter parameters are partitioned by DeepSpeed ZeRO-3 (their local data is a shard
-        or empty): gather them first, on every rank, e.g.
+        or empty) and ``state_dict`` does not hold them whole: gather them first, on every
+        rank, e.g.
         ``with deepspeed.zero.GatheredParameters(list(model.parameters())): save_adapter(...)``.
     """
+    from adapters.targets import ADAPTERS_ATTR
+
     out = {}
     partitioned = []
+    given = {} if state_dict is None else state_dict
     for name, adapted in find_adapters(model).items():
         for key, value in adapted.adapter.state_dict(keep_vars=True).items():
             full = getattr(value, "ds_shape", None)  # set on ZeRO-3 parameters
-            if full is not None and tuple(value.shape) != tuple(full):
+            shape = tuple(value.shape) if full is None else tuple(full)
+            whole = given.get(f"{ADAPTERS_ATTR}.{name}.adapter.{key}")
+            if (isinstance(whole, torch.Tensor) and tuple(whole.shape) == shape
+                    and whole.dtype == value.dtype):
+                value = whole
+            elif tuple(value.shape) != shape:
                 partitioned.append(f"{name}.{key}")
             out[f"{name}.{key}"] = value.detach().to("cpu").contiguous()
     if partitioned:
@@ -201,7 +226,8 @@ def _layer_meta(adapted: nn.Module) -> dict[str, Any]:
             "n_complex": int(ssm.n_complex), "scan": ssm.scan}
 
 
-def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
+def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
+                 state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """Write the adapters of ``model`` to ``directory`` (created if needed), crash-safely.
 
     Parameters
@@ -211,6 +237,11 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     directory : str or path-like
         Output directory; created if missing. :data:`WEIGHTS_NAME` and :data:`CONFIG_NAME`
         are replaced atomically; other files in it are left alone.
+    state_dict : dict, optional
+        The model's full state dict when the caller has it (``save_pretrained(d,
+        state_dict=...)``; under DeepSpeed ZeRO-3 a Trainer passes the gathered one): the
+        adapter tensors are read from it where it holds them whole (see
+        :func:`adapter_state_dict`).
 
     Returns
     -------
@@ -223,8 +254,8 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     AdapterError
         ``model`` has no adapters.
     CheckpointError
-        The adapters are partitioned by DeepSpeed ZeRO-3 (see :func:`adapter_state_dict`);
-        nothing is written.
+        The adapters are partitioned by DeepSpeed ZeRO-3 and ``state_dict`` does not hold
+        them whole (see :func:`adapter_state_dict`); nothing is written.
 
     Notes
     -----
@@ -235,7 +266,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike) -> Path:
     st = _require_safetensors()
     config = get_adapter_config(model)
     adapters = find_adapters(model)
-    tensors = adapter_state_dict(model)
+    tensors = adapter_state_dict(model, state_dict)
     dtypes = {_dtype_name(p.dtype) for a in adapters.values() for p in a.adapter.parameters()
               if p.is_floating_point()}
     if len(dtypes) == 1 and dtypes != {config.dtype}:  # e.g. after model.to(torch.float64)
@@ -417,7 +448,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
     model : nn.Module
         The base model, or one adapted with a compatible config.
     directory : str or path-like
-        A directory written by :func:`save_adapter` (format 2), or by the old format 1
+        A directory written by :func:`save_adapter` (format 3 or 2), or by the old format 1
         (PEFT's file names; read with a ``FutureWarning``).
     allow_base_mismatch : bool, default False
         Load even when the checkpoint was saved on another kind of base model (another
@@ -515,6 +546,9 @@ def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
                       **{f"ssm.{k}": v for k, v in swaps[name].state_dict().items()}}
         for key, value in source.items():
             expected[f"{name}.{key}"] = (tuple(value.shape), _dtype_name(value.dtype))
+    # formats 1 and 2 stored the gate 0-dim; the parameter has shape (1,) (same value)
+    tensors = {k: v.reshape(1) if v.dim() == 0 and expected.get(k, ((),))[0] == (1,) else v
+               for k, v in tensors.items()}
     got = {k: (tuple(v.shape), _dtype_name(v.dtype)) for k, v in tensors.items()}
     missing = sorted(set(expected) - set(got))
     unexpected = sorted(set(got) - set(expected))

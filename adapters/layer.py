@@ -96,8 +96,19 @@ class HRMAdapter(nn.Module):
             raise AdapterConfigError(f"`gate_init` must be finite; got {gate_init!r}")
         p = next(ssm.parameters())
         self.ssm = ssm
-        self.gate = nn.Parameter(torch.tensor(float(gate_init), dtype=p.dtype, device=p.device))
+        # shape (1,), not 0-dim: DeepSpeed's engine views every parameter as bytes, which a
+        # 0-dim tensor cannot be (checkpoints with a 0-dim gate load: _load_from_state_dict)
+        self.gate = nn.Parameter(torch.full((1,), float(gate_init), dtype=p.dtype,
+                                            device=p.device))
         self.reads = reads
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """``nn.Module._load_from_state_dict`` that reads a 0-dim gate (checkpoints written
+        before the gate had shape (1,), e.g. a Trainer's ``model.safetensors``) as shape (1,)."""
+        gate = state_dict.get(prefix + "gate")
+        if isinstance(gate, torch.Tensor) and gate.dim() == 0:
+            state_dict[prefix + "gate"] = gate.reshape(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _apply(self, fn, recurse=True):
         """``nn.Module._apply`` that never lowers a tensor below float32 (see Notes)."""

@@ -119,3 +119,42 @@ def test_plain_trainer_checkpoints_load_back_exactly_and_resume(tmp_path):
     d = max((again[k] - final[k]).abs().max().item() for k in final)
     print(f"resume_from_checkpoint: max |adapter param diff| vs uninterrupted run = {d}")
     assert d == 0.0
+
+    # a checkpoint written before format 3 (0-dim gates in the model's state dict, in the
+    # optimizer's moments and in a format-2 adapter checkpoint) resumes to the same adapter
+    old = _as_before_format_3(tmp_path / "run" / "checkpoint-2", tmp_path / "old-2")
+    fresh = load_adapter(tiny_causal_lm("llama"), old)
+    assert all(torch.equal(v, snaps.at[2][k]) for k, v in adapter_state_dict(fresh).items())
+    resumed = inject(tiny_causal_lm("llama"), HRMConfig(d_state=4, gate_init=0.1))
+    _trainer(resumed, tmp_path / "resume-old", max_steps=4).train(
+        resume_from_checkpoint=str(old))
+    again = adapter_state_dict(resumed)
+    assert all(torch.equal(again[k], final[k]) for k in final)
+
+
+def _as_before_format_3(checkpoint, out):
+    """A copy of a Trainer checkpoint as code with a 0-dim gate wrote it."""
+    import shutil
+
+    import safetensors.torch as st
+
+    from tests.adapters.test_io import _zero_dim_gates
+
+    shutil.copytree(checkpoint, out)
+    full = st.load_file(str(out / "model.safetensors"))
+    st.save_file(_zero_dim_gates(full), str(out / "model.safetensors"), metadata={"format": "pt"})
+    optim = torch.load(out / "optimizer.pt", weights_only=True)
+    moments = [v for state in optim["state"].values() for v in state.values()
+               if isinstance(v, torch.Tensor) and v.shape == (1,)]  # only gates have shape (1,)
+    assert len(moments) == 4  # exp_avg, exp_avg_sq of two gates
+    for state in optim["state"].values():
+        for key, v in state.items():
+            if isinstance(v, torch.Tensor) and v.shape == (1,):
+                state[key] = v.reshape(())
+    torch.save(optim, out / "optimizer.pt")
+    model = load_adapter(tiny_causal_lm("llama"), checkpoint)
+    with pytest.MonkeyPatch.context() as m:
+        from tests.adapters.test_io import _write_v2
+
+        _write_v2(model, out, m)
+    return out

@@ -95,7 +95,7 @@ def test_fingerprint_is_recorded_in_header_and_copy(tmp_path, kind):
     save_adapter(model, tmp_path)
     meta = header_meta(tmp_path)
     assert json.loads((tmp_path / CONFIG_NAME).read_text()) == meta  # the copy is the header
-    assert meta["format_version"] == FORMAT_VERSION == 2 and meta["adapter_type"] == "HRM"
+    assert meta["format_version"] == FORMAT_VERSION == 3 and meta["adapter_type"] == "HRM"
     base = meta["base_model"]
     assert base == base_fingerprint(model)
     assert base["model_type"] == model.config.model_type == kind
@@ -104,6 +104,8 @@ def test_fingerprint_is_recorded_in_header_and_copy(tmp_path, kind):
     assert base["architecture"] == type(model).__name__
     assert base["target_modules"] == list(find_adapters(model)) and len(base["target_modules"]) == 2
     assert meta["tensors_sha256"] == _tensors_digest(st.load_file(str(tmp_path / WEIGHTS_NAME)))
+    gates = {k: v for k, v in meta["tensors"].items() if k.endswith(".gate")}
+    assert len(gates) == 2 and all(v["shape"] == [1] for v in gates.values())  # format 3
 
 
 def test_llama_adapter_refuses_a_qwen2_base_of_the_same_sizes(tmp_path):
@@ -300,12 +302,66 @@ def test_plain_module_checkpoint_checks_the_class(tmp_path):
                      other, error=BaseModelMismatchError)
 
 
+def _zero_dim_gates(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The adapter tensors as code before format 3 held them: each gate a 0-dim tensor."""
+    out = {k: v.reshape(()) if k.endswith(".gate") else v for k, v in tensors.items()}
+    assert sum(v.dim() == 0 for v in out.values()) == sum(k.endswith(".gate") for k in out) > 0
+    return out
+
+
+def _write_v2(model: nn.Module, directory: Path, monkeypatch) -> None:
+    """A format-2 checkpoint as `save_adapter` wrote it before format 3: the same writer, fed
+    the 0-dim gates the parameters had and format version 2 (the only differences)."""
+    import adapters.config
+    import adapters.io
+
+    sd = adapters.io.adapter_state_dict
+    with monkeypatch.context() as m:
+        m.setattr(adapters.io, "adapter_state_dict", lambda *a: _zero_dim_gates(sd(*a)))
+        m.setattr(adapters.io, "FORMAT_VERSION", 2)
+        m.setattr(adapters.config, "FORMAT_VERSION", 2)
+        save_adapter(model, directory)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_format_2_checkpoints_with_a_0_dim_gate_load_bit_for_bit(tmp_path, monkeypatch, kind):
+    model, fresh = trained(kind)
+    _write_v2(model, tmp_path, monkeypatch)
+    meta = header_meta(tmp_path)
+    assert meta["format_version"] == 2 and meta["config"]["format_version"] == 2
+    gates = {k: v for k, v in meta["tensors"].items() if k.endswith(".gate")}
+    assert len(gates) == 2 and all(v["shape"] == [] for v in gates.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a supported format: no warning
+        load_adapter(fresh, tmp_path)
+    want, got = adapter_state_dict(model), adapter_state_dict(fresh)
+    assert got.keys() == want.keys()
+    assert all(got[k].shape == want[k].shape and torch.equal(got[k], want[k]) for k in want)
+    assert all(a.adapter.gate.shape == (1,) for a in find_adapters(fresh).values())
+    assert torch.equal(logits(model), logits(fresh))
+    save_adapter(fresh, tmp_path)  # saving again writes format 3
+    assert header_meta(tmp_path)["format_version"] == FORMAT_VERSION == 3
+
+
+def test_a_full_state_dict_with_a_0_dim_gate_loads_bit_for_bit():
+    """``model.load_state_dict`` (a Trainer resuming from an older ``model.safetensors``)."""
+    model, fresh = trained("mistral")
+    inject(fresh, HRMConfig(d_state=N))
+    old = {k: v.reshape(()) if k.endswith(".gate") else v for k, v in model.state_dict().items()}
+    assert sum(v.dim() == 0 for v in old.values()) == 2
+    fresh.load_state_dict(old)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(),
+                                                  model.state_dict().values(), strict=True))
+    assert torch.equal(logits(model), logits(fresh))
+
+
 def _write_v1(model: nn.Module, directory: Path) -> None:
-    """The format-1 layout exactly as the old `save_adapter` wrote it (PEFT's file names)."""
+    """The format-1 layout exactly as the old `save_adapter` wrote it (PEFT's file names,
+    0-dim gates)."""
     from adapters.injection import get_adapter_config
     from adapters.io import _layer_meta
 
-    tensors = adapter_state_dict(model)
+    tensors = _zero_dim_gates(adapter_state_dict(model))
     weights = directory / LEGACY_WEIGHTS_NAME
     st.save_file(tensors, str(weights), metadata={"format": "pt", "adapter_type": "HRM"})
     meta = {"config": {**get_adapter_config(model).to_dict(), "format_version": 1},
@@ -373,3 +429,21 @@ def test_no_pickle_path_in_the_adapters_package():
     offenders = [str(p) for p in Path(adapters.__file__).parent.rglob("*.py")
                  if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_save_pretrained_with_a_gathered_state_dict_writes_partitioned_adapters(tmp_path):
+    """Under DeepSpeed ZeRO-3 a Trainer passes ``save_pretrained`` the gathered state dict
+    while the live adapter parameters are shards (simulated as in test_zero3.py): the adapter
+    checkpoint is written from the gathered tensors, bit for bit."""
+    model, _ = trained("llama")
+    want = adapter_state_dict(model)
+    gathered = {k: v.clone() for k, v in model.state_dict().items()}
+    for a in find_adapters(model).values():
+        for p in a.adapter.parameters():  # what ZeRO-3 leaves outside a gathered region
+            p.ds_shape = p.shape
+            p.data = torch.empty(0, dtype=p.dtype)
+    with pytest.raises(CheckpointError, match="ZeRO-3"):
+        model.save_pretrained(tmp_path / "empty", state_dict={})  # nothing gathered
+    model.save_pretrained(tmp_path / "hf", state_dict=gathered)
+    got = adapter_state_dict(load_adapter(tiny("llama"), tmp_path / "hf"))
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
