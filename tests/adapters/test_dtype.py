@@ -149,35 +149,58 @@ def cached_vs_full_gap(model: torch.nn.Module, seq: torch.Tensor, prefill: int) 
 
 
 SEQ = torch.randint(1, 64, (4, 24), generator=torch.Generator().manual_seed(0))
+SEEDS = range(5)
+#: The half-precision tolerance of a model family, in multiples of its base models' median
+#: cached-vs-full gap over :data:`SEEDS`. Defined once, from the base family: across 20
+#: initialisations a base model's own gap reaches up to ~2x the median (tiny GPT-2; see
+#: benchmarks/results/dtype_gap.md, column "largest / median base").
+TOLERANCE = 2.5
+
+
+def _adapted_on(kind: str, seed: int) -> torch.nn.Module:
+    """The base of ``seed`` with strong adapters (as :func:`_adapted`, on that base)."""
+    model = tiny_lm(kind, seed=seed)
+    inject(model, HRMConfig(d_state=8, gate_init=0.5))
+    torch.manual_seed(1000 + seed)
+    with torch.no_grad():
+        for a in find_adapters(model).values():
+            for p in a.adapter.ssm.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+    return model
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("low", LOW, ids=str)
 def test_cached_decoding_matches_full_forward_as_well_as_the_base_does(kind, low):
-    """Cached vs full forward in bf16/fp16: the adapted model's gap against the base model's.
+    """Cached vs full forward in bf16/fp16: one tolerance, from the base family, for both.
 
-    "The base model's tolerance" is not one number: the base family's own cached-vs-full gap
-    varies across random initialisations (tiny GPT-2: 1.0-2.3x between seeds; Llama, Mistral
-    0.83-1.12x; Qwen2 1.0-1.09x). The branch adds only float32 rounding of its own (next
-    test), and an adapted model is another network of the family, so its gap must lie within
-    the base's: at most 1.1x the largest of five base initialisations. The adapter here is
-    strong (logits moved by 0.6-1.2 relative), its SSM perturbed off the initialisation.
+    "The base model's tolerance" is not one model's gap: a base's own cached-vs-full gap
+    varies by up to ~2x across random initialisations (benchmarks/dtype_gap.py). So the
+    tolerance is :data:`TOLERANCE` times the median gap of the family's base models over
+    :data:`SEEDS`, and every base model and every adapted model (strong adapters on each of
+    those bases, logits moved by 0.6-1.2 relative) must lie within it. The adapters themselves
+    add only float32 rounding (next test); their extra gap over the own base is that of any
+    equally large stateless change of the MLP output (dtype_gap.md's control arm).
     """
-    gaps = [cached_vs_full_gap(tiny_lm(kind, seed=seed).to(low), SEQ, 6) for seed in range(5)]
-    base = tiny_lm(kind).to(low)  # seed 0, the adapted model's base
-    model = _adapted(kind).to(low)
+    base = [cached_vs_full_gap(tiny_lm(kind, seed=s).to(low), SEQ, 6) for s in SEEDS]
+    tol = TOLERANCE * float(torch.tensor(base).median())
+    adapted = [_adapted_on(kind, s) for s in SEEDS]
+    ours = [cached_vs_full_gap(copy.deepcopy(m).to(low), SEQ, 6) for m in adapted]
+    f32 = cached_vs_full_gap(adapted[0], SEQ, 6)
+    b0 = tiny_lm(kind).to(low)
     with torch.no_grad():  # the branch matters: it moves the logits far more than the gap
-        effect = float((model(SEQ).logits.float() - base(SEQ).logits.float()).abs().max()
-                       / base(SEQ).logits.float().abs().max())
-    ours = cached_vs_full_gap(model, SEQ, 6)
-    f32_gap = cached_vs_full_gap(copy.deepcopy(model).float(), SEQ, 6)
-    print(f"{kind} {low}: cached-vs-full base {gaps[0]:.2e} (seeds 0-4: "
-          f"{min(gaps) / gaps[0]:.2f}-{max(gaps) / gaps[0]:.2f}x), adapted {ours:.2e} "
-          f"({ours / gaps[0]:.2f}x seed 0, {ours / max(gaps):.2f}x the largest; float32 adapted "
-          f"{f32_gap:.1e}); branch effect {effect:.2f}")
-    assert f32_gap <= 1e-5  # the state is carried exactly; what remains is half precision
-    assert ours <= 1.1 * max(gaps)
-    assert effect > 40 * max(gaps)
+        ref = b0(SEQ).logits.float()
+        effect = float((adapted[0].to(low)(SEQ).logits.float() - ref).abs().max()
+                       / ref.abs().max())
+    print(f"{kind} {low}: tolerance {tol:.2e} ({TOLERANCE} x median base); base "
+          f"{min(base) / tol:.2f}-{max(base) / tol:.2f}, adapted {min(ours) / tol:.2f}-"
+          f"{max(ours) / tol:.2f} of it; median adapted / median base "
+          f"{float(torch.tensor(ours).median()) / float(torch.tensor(base).median()):.2f}; "
+          f"float32 adapted {f32:.1e}; branch effect {effect:.2f}")
+    assert max(base) <= tol  # the base family within its own tolerance ...
+    assert max(ours) <= tol  # ... and the adapted models within the same
+    assert f32 <= 1e-5  # the state is carried exactly; what remains is half precision
+    assert effect > 40 * max(base)
 
 
 def _states_with_streams(model, seq, prefill=None):
