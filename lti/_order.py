@@ -37,6 +37,8 @@ class Rule:
 
 
 def check_rule(order, tol, rel_tol, n: int) -> Rule:
+    if tol is None and rel_tol is None and order is not None:  # the common call: an order
+        return Rule(order=_check_order_tol(order, None, n)[0])
     given = {k: v for k, v in (("order", order), ("tol", tol), ("rel_tol", rel_tol))
              if v is not None}
     if len(given) != 1:

@@ -29,6 +29,8 @@ more on every system measured (see BalancedTruncation.rounding_term).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from lti._schur import to_complex_schur
@@ -53,11 +55,12 @@ def rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
         return np.zeros(1), 0.0
     if rho is None:
         rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
-    gain = float(np.linalg.norm(G.D)) + 2.0 * float(np.sum(hsv))  # >= ||G||_inf
+    d = G.D.ravel(order="K")  # ||D||_F as np.linalg.norm computes it, sqrt(d @ d)
+    gain = math.sqrt(float(d.dot(d))) + 2.0 * float(hsv.sum())  # >= ||G||_inf
     unit = ROUNDING_FACTOR * n * _EPS * gain
     base = unit / max(1.0 - rho * rho, _EPS)
     delta = floor / n  # absolute accuracy of one computed HSV
-    return base + 2.0 * delta * (n - np.arange(n + 1)), unit
+    return base + 2.0 * delta * np.arange(n, -1.0, -1.0), unit  # n - k for k = 0..n
 
 #: Uniform angles of the sampled resolvent norms, and the most pole angles added to them.
 N_ANGLES = 32

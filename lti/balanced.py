@@ -234,14 +234,11 @@ def hankel_singular_values(sys) -> np.ndarray:
     return _hsv_svd(F.Lc, F.Lo, G.n)[0]
 
 
-# ------------------------------------------------------------ stable/unstable split
-
-
 # ------------------------------------------------------------------------ core
 
 
 def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
-    """Right/left projections ``(T, Ti)`` onto the balanced directions lo..hi-1.
+    """``(T, Ti, ||T||_F ||Ti||_F)``: right/left projections onto balanced directions lo..hi-1.
 
     SR: ``T = Lc V Sigma^{-1/2}``, ``Ti = Sigma^{-1/2} U^T Lo^T``. BFSR (Varga 1991):
     orthonormal bases ``Z = orth(Lc V)`` and ``W = orth(Lo U)`` of the two dominant
@@ -258,11 +255,13 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
         # step for the left inverse, Ti <- Ti - (Ti T - I) Ti, squares that deviation
         E, k = Ti @ T, hi - lo
         E.flat[:: k + 1] -= 1.0  # E = Ti T - I (k, k), C-contiguous
-        if k and np.vdot(E, E) > (8.0 * k * _EPS) ** 2 * np.vdot(T, T) * np.vdot(Ti, Ti):
+        t2, ti2 = _fro2(T), _fro2(Ti)
+        if k and _fro2(E) > (8.0 * k * _EPS) ** 2 * t2 * ti2:
             Ti = Ti - E @ Ti
-        return T, Ti
+            ti2 = _fro2(Ti)
+        return T, Ti, math.sqrt(t2) * math.sqrt(ti2)
     if hi == lo:
-        return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0]))
+        return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0])), 0.0
     Z = _orth(Lc @ V)  # (n, k), orthonormal
     W = _orth(Lo @ Uk)  # (n, k), orthonormal
     M = W.T @ Z  # (k, k), = R_W^{-T} Sigma R_Z^{-1}: nonsingular for sigma_k > 0
@@ -270,7 +269,13 @@ def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
         Ti = np.linalg.solve(M, W.T)
     except np.linalg.LinAlgError as exc:  # pragma: no cover - sigma_k > 0
         raise SolverError("balancing-free square root: W^T Z is singular") from exc
-    return Z, Ti
+    return Z, Ti, math.sqrt(_fro2(Z)) * math.sqrt(_fro2(Ti))
+
+
+def _fro2(X: np.ndarray) -> float:
+    """``||X||_F^2``: the ``x.dot(x)`` under the root of ``np.linalg.norm(X)``, bit for bit."""
+    x = X.ravel(order="K")
+    return float(x.dot(x))
 
 
 def _orth(M: np.ndarray) -> np.ndarray:
@@ -292,17 +297,20 @@ def _norm2(L: np.ndarray) -> float:
     columns: O(n^2) per step instead of the n^3 product)."""
     if L.size == 0:
         return 0.0
-    big, formed = float(np.max(np.abs(L))), L.shape[1] <= 128
-    K = L.T @ L if formed else None
-    i = int(np.argmax(np.diagonal(K) if formed else np.einsum("ij,ij->j", L, L)))
-    x = K[:, i] if formed else L.T @ L[:, i]
-    nx, est = math.sqrt(float(x @ x)), 0.0
+    # ndarray methods, not the np.* wrappers or matmul: the same BLAS calls, bit for bit
+    big, formed = float(abs(L).max()), L.shape[1] <= 128
+    if formed:
+        K = L.T @ L
+        x = K[:, int(K.diagonal().argmax())]
+    else:
+        x = L.T @ L[:, int(np.einsum("ij,ij->j", L, L).argmax())]
+    nx, est = math.sqrt(float(x.dot(x))), 0.0
     if nx == 0.0:
         return big
     x = x / nx
     for _ in range(20):
-        y = K @ x if formed else L.T @ (L @ x)
-        ny = math.sqrt(float(y @ y))
+        y = K.dot(x) if formed else L.T @ (L @ x)
+        ny = math.sqrt(float(y.dot(y)))
         if ny == 0.0:
             return big
         x, prev, est = y * (1.0 / ny), est, math.sqrt(ny)
@@ -322,9 +330,9 @@ def _noise_floor(hsv, Lc, Lo, rho) -> float:
     return n * _EPS * max(float(hsv[0]), scale)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class _StableReduction:
-    """What :func:`_reduce_stable` computed for the stable part (internal)."""
+    """What :func:`_reduce_stable` computed for the stable part (internal; not frozen: cheaper)."""
 
     A: np.ndarray
     B: np.ndarray
@@ -337,10 +345,10 @@ class _StableReduction:
     rounding: np.ndarray  # rounding term of each order, shape (ns + 1,), without kappa
     gain_unit: float  # ROUNDING_FACTOR n eps (||D|| + 2 sum sigma): times kappa(T, Ti)
     order: int
-    lower: float
     method: str
     minimal_order: int
     spa_fallback: bool = False  # match_dc asked, truncation returned (SPA pole on the circle)
+    kappa: float = 0.0  # ||T||_F ||Ti||_F of T, Ti above
 
 
 def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
@@ -349,7 +357,8 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
     A, B, C, D = G.A, G.B, G.C, G.D
     n = A.shape[0]
     hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
-    tail = np.concatenate([np.cumsum(hsv[::-1])[::-1], [0.0]])  # tail[k] = sum_{i>=k}
+    tail = np.zeros(n + 1)  # tail[k] = sum_{i>=k} sigma_i, tail[n] = 0
+    np.cumsum(hsv[::-1], out=tail[n - 1 :: -1] if n else tail[:0])
     bounds = 2.0 * tail  # (n + 1,)
     floor = _noise_floor(hsv, Lc, Lo, rho)
     nmin = int(np.count_nonzero(hsv > floor))
@@ -357,12 +366,12 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
     rounding, gain_unit = rounding_terms(G, hsv, floor, rho)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
-    T1, Ti1 = _projections(Lc, Lo, U, s, Vt, 0, r, method)
+    T1, Ti1, kappa = _projections(Lc, Lo, U, s, Vt, 0, r, method)
     Ar, Br, Cr, Dr = Ti1 @ A @ T1, Ti1 @ B, C @ T1, D  # D: DiscreteLTI copies it
     fallback = False
     if match_dc and r < nmin:
         # singular perturbation on the minimal part: x2 frozen at its steady state
-        T2, Ti2 = _projections(Lc, Lo, U, s, Vt, r, nmin, method)
+        T2, Ti2, _ = _projections(Lc, Lo, U, s, Vt, r, nmin, method)
         AT2 = A @ T2
         A12, A21, A22 = Ti1 @ AT2, Ti2 @ A @ T1, Ti2 @ AT2
         B2, C2 = Ti2 @ B, C @ T2
@@ -380,8 +389,8 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         # balanced Lyapunov equation, B_r ~ 1e-7): no finite bound holds for that model
         # as computed, so the truncated one (same bounds) is returned instead
         rho_r = float(np.max(np.abs(np.linalg.eigvals(As)))) if r else 0.0
-        norm_A = sparse_norm(A) if is_sparse(A) else np.linalg.norm(A)  # sparse path: A sparse
-        margin = stability_margin(n + r, float(np.hypot(np.linalg.norm(As), norm_A)))
+        norm_A = sparse_norm(A) if is_sparse(A) else math.sqrt(_fro2(A))  # sparse path: sparse A
+        margin = stability_margin(n + r, float(np.hypot(math.sqrt(_fro2(As)), norm_A)))
         if rho_r < 1.0 - margin:
             Ar, Br = As, Br + A12 @ Y[:, r:]
             Cr, Dr = Cr + C2 @ Y[:, :r], Dr + C2 @ Y[:, r:]
@@ -392,9 +401,8 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
                 f"circle (spectral radius {rho_r!r}), where no bound holds: the balanced "
                 "truncation of the same order is returned instead (result.match_dc is "
                 "False; same bounds)", UserWarning, stacklevel=stacklevel)
-    lower = max(float(hsv[r]) - float(rounding[r]), 0.0) if r < n else 0.0
     return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds + rounding, rounding,
-                            gain_unit, r, lower, method, nmin, fallback)
+                            gain_unit, r, method, nmin, fallback, kappa)
 
 
 def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
@@ -407,7 +415,8 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     n = G.n
     error_bounds = np.full(n + 1, np.inf)
     # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
-    kappa = float(np.linalg.norm(T) * np.linalg.norm(Ti)) if T.size else 0.0  # >= ||T|| ||Ti||
+    kappa = red.kappa if T is red.T and Ti is red.Ti else (  # red's: from _projections
+        math.sqrt(_fro2(T)) * math.sqrt(_fro2(Ti)) if T.size else 0.0)
     rounding = (red.rounding + red.gain_unit * kappa + extra) * cond
     error_bounds[nu:] = red.bounds - red.rounding + rounding
     lower = 0.0 if red.order >= red.hsv.size else max(
@@ -639,7 +648,7 @@ def balanced_truncation(
         Gw = G if S is None else DiscreteLTI(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D, G.dt)
         red = _reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
-        reduced = DiscreteLTI(red.A, red.B, red.C, red.D if np.any(red.D) else None, G.dt)
+        reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths)
         extra = 0.0 if S is None else schur_rounding(S.T, Gw.B, Gw.C, ROUNDING_FACTOR)

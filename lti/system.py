@@ -145,8 +145,8 @@ class DiscreteLTI:
         object.__setattr__(self, "C", _readonly(C))
         object.__setattr__(self, "D", _readonly(D))
         object.__setattr__(self, "dt", dt)
-        off = None if sparse else A - np.diag(np.diag(A))
-        object.__setattr__(self, "_is_diagonal", not sparse and not np.any(off))
+        object.__setattr__(self, "_is_diagonal", not sparse and (  # no nonzero off it:
+            np.count_nonzero(A) == np.count_nonzero(A.diagonal())))  # no (n, n) temporary
         object.__setattr__(self, "_cschur", None)
 
     # ------------------------------------------------------------------ sizes
@@ -614,7 +614,7 @@ def is_control_system(sys) -> bool:
 
     Decided from the object's class, without importing python-control.
     """
-    return any(
+    return type(sys) is not DiscreteLTI and any(  # (a DiscreteLTI: no class walk)
         klass.__module__.split(".")[0] == "control" and klass.__name__ == "LTI"
         for klass in type(sys).__mro__
     )
