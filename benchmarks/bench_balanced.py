@@ -29,7 +29,8 @@ reduced transfer function.
 ``--rho`` sets the spectral radius of the random systems (default 0.95): ``--rho 0.9999``
 gives slowly decaying systems, where the squared-Smith path cannot converge and BT goes
 through the Schur form and Hammarling's method (``balanced_slow.md``, written with
-``--rho 0.9999 --sizes 64 128 256 512 1024 --name balanced_slow``).
+``--rho 0.9999 --sizes 64 128 256 512 1024 --peers AB09AD --name balanced_slow``;
+``--peers`` picks the peers to time, default all three).
 
 Usage: ``python benchmarks/bench_balanced.py [--sizes 16 64 256 1024] [--threads 1]
 [--repeat 5] [--hinf-max-n 1024] [--no-modal] [--rho 0.95] [--out benchmarks/results]``;
@@ -128,16 +129,17 @@ def run_balred(G, r):
     return DiscreteLTI(red.A, red.B, red.C, red.D)
 
 
-def available():
+PEERS = {"AB09AD": ("slycot AB09AD", "slycot", run_ab09ad),
+         "pyMOR": ("pyMOR BTReductor", "pymor", run_pymor),
+         "balred": ("control balred", "control", run_balred)}
+
+
+def available(peers=tuple(PEERS)):
     methods = {
         "lti sr": lambda G, r: run_ours(G, r, "sr"),
         "lti bfsr": lambda G, r: run_ours(G, r, "bfsr"),
     }
-    for name, mod, fn in (
-        ("slycot AB09AD", "slycot", run_ab09ad),
-        ("pyMOR BTReductor", "pymor", run_pymor),
-        ("control balred", "control", run_balred),
-    ):
+    for name, mod, fn in (PEERS[p] for p in PEERS if p in peers):
         try:
             __import__(mod)
         except ImportError:
@@ -202,6 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-modal", action="store_true", help="skip the modal table")
     parser.add_argument("--rho", type=float, default=0.95,
                         help="spectral radius of the random systems (default 0.95)")
+    parser.add_argument("--peers", nargs="+", choices=tuple(PEERS), default=list(PEERS),
+                        help="peers to time (default: all that are installed)")
     parser.add_argument("--clock", choices=tuple(CLOCK), default="cpu",
                         help="process CPU time (default) or wall time")
     parser.add_argument("--out", default=None,
@@ -217,7 +221,7 @@ def main(argv=None) -> int:
 
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    methods = available()
+    methods = available(args.peers)
     if "pyMOR BTReductor" in methods:
         from pymor.solvers.matrix_equations.default import _dense_backend
 
