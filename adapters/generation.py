@@ -34,7 +34,10 @@ effect with the next cache), and the states of all adapters are held in one flat
 mode group (real, complex), each adapter's ``(B, N)`` block contiguous. Per token, one
 multiply applies every adapter's poles (``ā ⊙ s``); per layer, two kernels remain: the input
 projection added into the adapter's block in place (``s += x B̄ᵀ``, ``baddbmm_``) and the
-readout fused with the addition to the target's output (``h + s (gate C)ᵀ``, ``baddbmm``).
+readout added in place to the target's output (``h += s (gate C)ᵀ``, ``baddbmm_``: no new
+tensor and no copy of ``h``; ``h`` is the tensor the target's forward just returned, so a
+forward hook on the target's last inner module that keeps its output sees the sum there, as
+it would after an in-place activation; a non-contiguous ``h`` is copied first).
 Per-adapter state tensors are made from the buffers only when asked for (another chunk,
 a crop, :func:`get_adapter_states`, beam reordering). Nothing else is memoised: a tensor's
 version counter does not see every update (``.data`` writes), so plain forward calls always
@@ -256,11 +259,13 @@ class _Plan:
         ``u``, ``h``: (B, 1, H), or (B, H) for a flattened one-token stream.
         """
         i = self.weights.index.get(name)
-        if i is None or h.shape != u.shape or u.shape[0] != self.batch:
+        shape = u.shape
+        if i is None or shape != h.shape or shape[0] != self.batch:
             return None
-        if u.dim() == 2:
+        flat = len(shape) == 2
+        if flat:
             x, hh = u.unsqueeze(1), h.unsqueeze(1)  # (B, 1, H)
-        elif u.dim() == 3 and u.shape[1] == 1:
+        elif len(shape) == 3 and shape[1] == 1:
             x, hh = u, h
         else:
             return None
@@ -270,19 +275,26 @@ class _Plan:
             x = x.to(dtype)
         if self.keep is not None:
             x = x * self.keep  # (B, 1, 1): a padded token feeds a zero stream
+        # s = ā ⊙ s_prev + x B̄ᵀ, in the buffer: (B, 1, n); complex states as (Re, Im) pairs
+        if v_r is not None:
+            v_r.baddbmm_(x, e_r[0])
+        if v_c is not None:
+            v_c.baddbmm_(x, e_c[0])
         low = hh.dtype != dtype
         if low:
-            hh = hh.to(dtype)  # the sum is rounded once, to the target's dtype
+            out = hh.to(dtype)  # the sum is rounded once, to the target's dtype
+        elif hh.is_contiguous():
+            out = hh  # the target's fresh output, read by nothing else here: added in place
+        else:
+            out = hh.clone(memory_format=torch.contiguous_format)
         if v_r is not None:
-            v_r.baddbmm_(x, e_r[0])  # s = ā ⊙ s_prev + x B̄ᵀ, in the buffer   (B, 1, n)
-            out = torch.baddbmm(hh, v_r, e_r[1])  # h + s (gate C)ᵀ            (B, 1, H)
+            out.baddbmm_(v_r, e_r[1])  # h + s (gate C)ᵀ                           (B, 1, H)
         if v_c is not None:
-            v_c.baddbmm_(x, e_c[0])  # complex states as (Re, Im) pairs        (B, 1, 2n)
-            out = torch.baddbmm(hh, v_c, e_c[1]) if v_r is None else out.baddbmm_(v_c, e_c[1])
+            out.baddbmm_(v_c, e_c[1])
         self.ran[i] = True
         if low:
             out = out.to(h.dtype)
-        return out if out.shape == h.shape else out.view(h.shape)
+        return out.view(shape) if flat else out
 
 
 class _StateRecord:
@@ -295,7 +307,7 @@ class _StateRecord:
 
     def __init__(self, seen: int, *, states: dict | None = None, stack: _Stack | None = None,
                  chunk_start: int | None = None, start: dict | _Stack | None = None,
-                 history: dict[str, list[torch.Tensor]] | None = None,
+                 history: dict[str, torch.Tensor] | None = None,
                  weights: _DecodeWeights | None = None) -> None:
         self.seen, self.chunk_start, self.history = seen, chunk_start, history
         self.weights = weights
@@ -340,7 +352,7 @@ class _StateRecord:
             return self.states
         if past == self.chunk_start:
             return self.start_states
-        return {k: v[past - self.chunk_start - 1] for k, v in self.history.items()}
+        return {k: v[:, past - self.chunk_start - 1] for k, v in self.history.items()}
 
     def apply(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         states, start = self.states, self.start_states
@@ -348,7 +360,7 @@ class _StateRecord:
         if start is not None:
             self._start = {k: fn(v) for k, v in start.items()}
         if self.history is not None:
-            self.history = {k: [fn(s) for s in v] for k, v in self.history.items()}
+            self.history = {k: fn(v) for k, v in self.history.items()}  # (B, k, N): dim 0
 
 
 @dataclass
@@ -364,11 +376,12 @@ class _Context:
     plan: _Plan | None = None  # a one-token continuation on the fast path
     weights: _DecodeWeights | None = None  # carried with the cache
     decode: dict[str, tuple] = field(default_factory=dict)  # decode weights read in this call
-    drop: dict[int, torch.Tensor] = field(default_factory=dict)  # length -> (B, L, 1) padded
+    # length -> (B, L, 1) padded, or None where no position is (nothing to zero)
+    drop: dict[int, torch.Tensor | None] = field(default_factory=dict)
     length: int | None = None
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
-    history: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    history: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, k, N) per adapter
     _initial: dict[str, torch.Tensor] | None = None
 
     def initial(self) -> dict[str, torch.Tensor] | None:
@@ -378,6 +391,15 @@ class _Context:
             self._initial = (prev.states(keep=False) if prev is not None
                              else self.record.states_at(self.past))
         return self._initial
+
+
+def _padded(mask: torch.Tensor, device: torch.device) -> torch.Tensor | None:
+    """``~mask`` on ``device`` (True = a padded position), or None when nothing is padded,
+    which is checked only where it costs no device sync (on CPU, not while compiling)."""
+    if (mask.device.type == "cpu" and device.type == "cpu"
+            and not torch.compiler.is_compiling() and bool(mask.all())):
+        return None
+    return ~mask.to(device)
 
 
 def _complex_of(dtype: torch.dtype) -> torch.dtype:
@@ -652,7 +674,7 @@ class AdapterRuntime:
             return None
         if seen != ctx.past + ctx.length:
             return None  # the cache did not take this chunk: keep the states that match it
-        kept = len(next(iter(ctx.history.values())))
+        kept = next(iter(ctx.history.values())).shape[1]
         weights = ctx.weights
         if weights is None and ctx.decode and ctx.decode.keys() >= self.adapted.keys():
             weights = _DecodeWeights.build(self.adapted, ctx.decode)  # no second reading
@@ -698,10 +720,11 @@ class AdapterRuntime:
                     f"`attention_mask` of shape {tuple(ctx.mask.shape)} does not cover the "
                     f"adapter stream of shape {tuple(u.shape)} at {adapted.adapter_name!r}"
                 )
-            drop = ctx.drop.get(length)
-            if drop is None:  # once per call and length, shared by all adapters
-                drop = ctx.drop[length] = ~ctx.mask[:, -length:, None].to(u.device)
-            u = u.masked_fill(drop, 0.0)  # (B, L, H); padded positions feed a zero stream
+            if length not in ctx.drop:  # once per call and length, shared by all adapters
+                ctx.drop[length] = _padded(ctx.mask[:, -length:, None], u.device)
+            drop = ctx.drop[length]
+            if drop is not None:
+                u = u.masked_fill(drop, 0.0)  # (B, L, H); padded positions feed a zero stream
         if not ctx.stateful:
             return adapted.adapter(u)
         key = adapted.adapter_name
@@ -728,14 +751,14 @@ class AdapterRuntime:
         if k == 1:
             y_t, s = adapter.step(u[:, head], s)  # one-token decode step
             ys.append(y_t[:, None])
-            history = [s.detach()]
+            history = s.detach().unsqueeze(1)  # (B, 1, N)
         else:  # parallel scan, (B, k, N); one discretisation gives the decode weights too
             y, states, weights = adapter.scan_decoding(u[:, head:], s)
             if not torch.is_grad_enabled():
                 ctx.decode[key] = weights  # the decoding steps' (read once per cache)
             ys.append(y)
             s = states[:, -1]
-            history = list(states.detach().unbind(1))
+            history = states.detach()  # (B, k, N); views made only for a crop
         ctx.new_states[key] = s.detach()
         ctx.start_states[key] = start.detach()
         ctx.history[key] = history

@@ -298,9 +298,9 @@ class HRMAdapter(nn.Module):
             real = cplx = None
             # transposed views, no copies (BLAS reads them as transposed operands)
             if a_c is not None:
-                cplx = (a_c, W_in[:n2].t(), W_out[:, :n2].t())
+                cplx = (a_c, _rows(W_in, 0, n2).t(), _rows(W_out.t(), 0, n2))
             if a_r is not None:
-                real = (a_r, W_in[n2:n2 + n_r].t(), W_out[:, n2:n2 + n_r].t())
+                real = (a_r, _rows(W_in, n2, n2 + n_r).t(), _rows(W_out.t(), n2, n2 + n_r))
         return real, cplx
 
     def scan_decoding(self, u, state=None):
@@ -339,3 +339,8 @@ class HRMAdapter(nn.Module):
         y = ssm._readout(s_c, s_r, W_out)  # (B, L, H), as forward
         return (self.gate.to(y.dtype) * y, ssm._join_state(s_r, s_c),
                 self.decode_weights(projections))
+
+
+def _rows(w, start, stop):
+    """Rows ``start:stop`` of ``w`` (``w`` itself when that is all of them: no view to make)."""
+    return w if start == 0 and stop == w.shape[0] else w[start:stop]

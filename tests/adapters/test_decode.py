@@ -20,14 +20,14 @@ from transformers import DynamicCache  # noqa: E402
 H, VOCAB, TOL = 32, 64, 1e-5
 
 
-def _model(mode: str) -> torch.nn.Module:
+def _model(mode: str, reads: str = "mlp_input") -> torch.nn.Module:
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=H, intermediate_size=64, num_hidden_layers=2,
                                    num_attention_heads=2, num_key_value_heads=1,
                                    vocab_size=VOCAB, bos_token_id=0, eos_token_id=0)
     model = inject(transformers.LlamaForCausalLM(cfg).eval(),
                    HRMConfig(d_state=6, mode="complex" if mode == "complex" else "real",
-                             gate_init=0.5))
+                             gate_init=0.5, reads=reads))
     rng = np.random.default_rng(1)
     for i, adapted in enumerate(find_adapters(model).values()):
         if mode == "mixed":  # 3 real poles (one negative) and 2 complex pairs, as reduce makes
@@ -36,7 +36,7 @@ def _model(mode: str) -> torch.nn.Module:
             B = rng.standard_normal((5, H)) + 1j * rng.standard_normal((5, H)) * cplx[:, None]
             C = rng.standard_normal((H, 5)) + 1j * rng.standard_normal((H, 5)) * cplx
             ssm = DiagonalSSM.from_discrete(a, B / H ** 0.5, C, dtype=torch.float32)
-            adapted.adapter = HRMAdapter(H, ssm=ssm, gate_init=0.5)
+            adapted.adapter = HRMAdapter(H, ssm=ssm, gate_init=0.5, reads=reads)
         else:
             ssm = adapted.adapter.ssm
             with torch.no_grad():  # long memory: a lost or stale state shows in the logits
@@ -93,6 +93,21 @@ def test_fast_decode_equals_the_general_path_and_the_full_forward(mode, batch):
     for k in s_g:  # the states stored with the cache, in the adapters' own layout
         assert s_f[k].dtype == s_g[k].dtype and s_f[k].shape == s_g[k].shape == (batch, n)
         assert (s_f[k] - s_g[k]).abs().max().item() < TOL
+
+
+@pytest.mark.parametrize("mode", ["real", "mixed"])
+def test_fast_decode_reading_the_output_it_adds_to(mode):
+    """``reads="mlp_output"``: the stream is the target's output, which the fast step then adds
+    the branch to in place; every group's state must read it before any readout writes it."""
+    model = _model(mode, reads="mlp_output")
+    seq = _ids(2, 10)
+    fast, _, runs = _decode(model, seq, 4)
+    assert len(runs) == 6 and all(p is not None and all(p.ran) for p in runs)
+    general, _, _ = _decode(model, seq, 4, fast=False)
+    with torch.no_grad():
+        full = model(seq, use_cache=False).logits[:, 3:]
+    assert (fast - general).abs().max().item() < TOL
+    assert (fast - full).abs().max().item() < TOL
 
 
 def test_crop_by_one_after_fast_steps_and_reorder_resume_exactly():
