@@ -12,14 +12,21 @@ from a fixed prompt, with a KV cache, three ways:
 - ``disabled``: the adapted copy inside :func:`adapters.disable_adapter` (its forward
   wrappers installed, branch skipped).
 
-The three are timed in ONE process, interleaved (base, adapted, disabled, then the next repeat
-in rotated order), after a warm-up of each; every repeat generates the same tokens (checked).
-Times are process CPU time by default (robust to other load on a shared machine; with one
-thread it is the compute time), ``--wall`` for wall clock. The table states the minimum and
-the median over repeats and the ratios adapted / base of both; the result files are
+The three are timed in ONE process, interleaved: each round runs every arm once, in an order
+rotated from round to round, after a warm-up of each; every run generates the same tokens
+(checked). Times are process CPU time by default (robust to other processes taking turns on
+the core; with one thread it is the compute time), ``--wall`` for wall clock.
+
+The headline statistic is the **median over rounds of the paired ratio** adapted / base (the
+two runs of one round are seconds apart, so slow drifts of the machine cancel in the ratio),
+with a 95 % bootstrap confidence interval (``scipy.stats.bootstrap``, percentile method, fixed
+seed). The same statistic for disabled / base measures the noise floor: the disabled arm
+computes no branch, so its distance from base is what the machine alone does to a ratio. The
+table also gives each arm's minimum and median time. The thread settings and the load average
+at the start and the end of the run are written with the figures to
 ``benchmarks/results/bench_decode.{md,json}``.
 
-Run: ``python benchmarks/bench_decode.py [--repeats 9] [--tokens 48] [--threads 1]``.
+Run: ``python benchmarks/bench_decode.py [--repeats 30] [--tokens 48] [--threads 1]``.
 """
 
 from __future__ import annotations
@@ -33,13 +40,16 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
+from scipy import stats as sps
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from adapters import HRMConfig, disable_adapter, find_adapters, inject
 
 PROMPT = "The history of the printing press begins"
 RESULTS = Path(__file__).resolve().parent / "results"
+ARMS = ("base", "adapted", "disabled")
 
 
 def load():
@@ -65,16 +75,62 @@ def generate(model, ids, tokens):
                               min_new_tokens=tokens, do_sample=False, pad_token_id=0)
 
 
+def paired(numer, denom, *, seed=0, resamples=10_000):
+    """Median of the per-round ratios ``numer[r] / denom[r]`` and its 95 % bootstrap interval.
+
+    Parameters
+    ----------
+    numer, denom : sequence of float
+        Times of two arms, one entry per round (same length, at least 2).
+    seed : int, optional
+        Seed of the bootstrap resampling.
+    resamples : int, optional
+        Bootstrap resamples.
+
+    Returns
+    -------
+    dict
+        ``median``, ``low``, ``high`` (the interval), ``min``/``max`` of the ratios, and
+        ``ratios`` (the per-round ratios).
+
+    Examples
+    --------
+    >>> r = paired([1.1, 1.2, 1.0, 1.1], [1.0, 1.0, 1.0, 1.0], resamples=200)
+    >>> round(r["median"], 6), r["low"] <= r["median"] <= r["high"]
+    (1.1, True)
+    """
+    ratios = np.asarray(numer, dtype=float) / np.asarray(denom, dtype=float)
+    ci = sps.bootstrap((ratios,), np.median, confidence_level=0.95, n_resamples=resamples,
+                       method="percentile", rng=np.random.default_rng(seed)).confidence_interval
+    return {"median": float(np.median(ratios)), "low": float(ci.low), "high": float(ci.high),
+            "min": float(ratios.min()), "max": float(ratios.max()),
+            "ratios": [float(x) for x in ratios]}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * (x - 1):+.1f} %"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--repeats", type=int, default=30, help="rounds (each runs every arm once)")
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--d-state", type=int, default=32)
+    p.add_argument("--goal", type=float, default=3.0,
+                   help="overhead goal in percent, compared with the interval's upper end")
     p.add_argument("--wall", action="store_true", help="wall clock instead of process CPU time")
     p.add_argument("--no-save", action="store_true", help="print only")
+    p.add_argument("--output", default="bench_decode",
+                   help="result file stem under benchmarks/results (default bench_decode)")
     args = p.parse_args(argv)
+    if args.repeats < 2:
+        p.error("--repeats must be at least 2 (paired ratios need rounds)")
     clock = time.perf_counter if args.wall else time.process_time
+    load_start = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    env_threads = {k: os.environ.get(k) for k in
+                   ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
     torch.set_num_threads(args.threads)
     with threadpool_limits(limits=args.threads):
@@ -85,6 +141,7 @@ def main(argv=None):
         arms = {"base": (copy.deepcopy(model), False),
                 "adapted": (build(model, args.d_state), False)}
         arms["disabled"] = (arms["adapted"][0], True)
+        del model
 
         def run(name):
             m, off = arms[name]
@@ -96,60 +153,91 @@ def main(argv=None):
                 out = generate(m, ids, args.tokens)
             return clock() - t0, out
 
-        reference = {name: run(name)[1] for name in arms}  # warm-up
+        reference = {name: run(name)[1] for name in ARMS}  # warm-up
         assert torch.equal(reference["base"], reference["disabled"])
         with torch.no_grad():  # the open adapters change the logits
             effect = (arms["adapted"][0](reference["base"]).logits
                       - arms["base"][0](reference["base"]).logits).abs().max().item()
         assert effect > 1e-3, f"adapters inactive (max |dlogit| {effect:.2e})"
-        times = {name: [] for name in arms}
-        order = list(arms)
+        times = {name: [] for name in ARMS}
+        t_start = time.perf_counter()
         for r in range(args.repeats):
-            for name in order[r % 3:] + order[: r % 3]:
+            for name in ARMS[r % 3:] + ARMS[: r % 3]:
                 dt, out = run(name)
                 assert torch.equal(out, reference[name]), f"{name}: tokens changed"
                 times[name].append(dt)
+        elapsed = time.perf_counter() - t_start
+    load_end = os.getloadavg()
 
     n_new = args.tokens
-    stats = {name: {"min_s": min(t), "median_s": statistics.median(t), "all_s": t}
-             for name, t in times.items()}
-    ratio_min = stats["adapted"]["min_s"] / stats["base"]["min_s"]
-    ratio_med = stats["adapted"]["median_s"] / stats["base"]["median_s"]
+    arm_stats = {name: {"min_s": min(t), "median_s": statistics.median(t), "all_s": t}
+                 for name, t in times.items()}
+    pairs = {name: paired(times[name], times["base"]) for name in ("adapted", "disabled")}
+    ad = pairs["adapted"]
+    met = 100 * (ad["high"] - 1) <= args.goal
     command = "python benchmarks/bench_decode.py" + "".join(
         f" --{k.replace('_', '-')} {v}" for k, v in (("repeats", args.repeats),
                                                       ("tokens", args.tokens),
                                                       ("threads", args.threads)))
+    if args.wall:
+        command += " --wall"
     header = (
         f"$ {command}\n"
         f"# bench_decode: SmolLM2-135M (30 layers, H=576), greedy, {n_new} new tokens from a "
         f"{ids.shape[1]}-token prompt, batch 1, KV cache; adapters HRMConfig(d_state="
         f"{args.d_state}) on every MLP, gates 0.5; base and adapted are deep copies of the "
         "loaded model, disabled is the adapted copy inside disable_adapter\n"
-        f"# torch {torch.__version__}, {platform.machine()}, torch threads="
-        f"{torch.get_num_threads()}; BLAS/OpenMP pools: {', '.join(pools) or 'none found'}\n"
-        f"# {'wall clock' if args.wall else 'process CPU time'}, {args.repeats} interleaved "
-        "repeats (rotated order) after one warm-up each; same tokens every repeat (checked); "
-        f"adapter effect on the logits: max |dlogit| = {effect:.3f}\n"
+        f"# torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs; threads: "
+        f"torch.set_num_threads({args.threads}) -> {torch.get_num_threads()}, threadpoolctl "
+        f"limit {args.threads}: {', '.join(pools) or 'no BLAS/OpenMP pool found'}; "
+        + ", ".join(f"{k}={v}" for k, v in env_threads.items()) + "\n"
+        f"# {'wall clock' if args.wall else 'process CPU time'}, {args.repeats} rounds, each "
+        "running every arm once in an order rotated per round, after one warm-up each; same "
+        f"tokens every run (checked); adapter effect on the logits: max |dlogit| = "
+        f"{effect:.3f}\n"
+        f"# started {started}; load average (1, 5, 15 min) at start "
+        f"{', '.join(f'{x:.2f}' for x in load_start)}, at end "
+        f"{', '.join(f'{x:.2f}' for x in load_end)}; timed rounds took {elapsed:.0f} s\n"
     )
-    rows = ["| arm | min s | median s | ms/token (min) | / base (min) | / base (median) |",
-            "|---|---:|---:|---:|---:|---:|"]
-    for name, s in stats.items():
+    rows = ["| arm | min s | median s | ms/token (median) | / base (min) | / base (median) |"
+            " paired / base: median [95 % CI] |",
+            "|---|---:|---:|---:|---:|---:|---|"]
+    for name, s in arm_stats.items():
+        pr = pairs.get(name)
+        cell = ("—" if pr is None else
+                f"{pr['median']:.4f} [{pr['low']:.4f}, {pr['high']:.4f}]")
         rows.append(
             f"| {name} | {s['min_s']:.3f} | {s['median_s']:.3f} | "
-            f"{1e3 * s['min_s'] / n_new:.1f} | {s['min_s'] / stats['base']['min_s']:.3f} | "
-            f"{s['median_s'] / stats['base']['median_s']:.3f} |")
-    summary = (f"\nadapted / base: {100 * (ratio_min - 1):+.1f} % (minimum), "
-               f"{100 * (ratio_med - 1):+.1f} % (median)\n")
+            f"{1e3 * s['median_s'] / n_new:.1f} | {s['min_s'] / arm_stats['base']['min_s']:.3f} | "
+            f"{s['median_s'] / arm_stats['base']['median_s']:.3f} | {cell} |")
+    dis = pairs["disabled"]
+    summary = (
+        f"\nadapted / base: {_pct(ad['median'])} (median of {args.repeats} paired rounds; "
+        f"95 % CI {_pct(ad['low'])} to {_pct(ad['high'])}); minimum "
+        f"{_pct(arm_stats['adapted']['min_s'] / arm_stats['base']['min_s'])}\n\n"
+        f"disabled / base (noise floor, no branch computed): {_pct(dis['median'])} "
+        f"(95 % CI {_pct(dis['low'])} to {_pct(dis['high'])})\n\n"
+        f"goal adapted / base <= +{args.goal:.1f} % at the upper end of the 95 % CI: "
+        f"{'met' if met else 'NOT met'}\n"
+    )
     text = "```text\n" + header + "```\n\n" + "\n".join(rows) + "\n" + summary
     print(text)
     if not args.no_save:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "bench_decode.md").write_text(text)
-        (RESULTS / "bench_decode.json").write_text(json.dumps({
+        (RESULTS / f"{args.output}.md").write_text(text)
+        (RESULTS / f"{args.output}.json").write_text(json.dumps({
+            "command": command, "started": started,
             "tokens": n_new, "prompt_tokens": int(ids.shape[1]), "d_state": args.d_state,
-            "threads": args.threads, "repeats": args.repeats,
+            "threads": args.threads, "torch_threads": torch.get_num_threads(),
+            "thread_pools": pools, "env_threads": env_threads, "repeats": args.repeats,
             "clock": "wall" if args.wall else "process_time", "torch": torch.__version__,
-            "arms": stats, "ratio_min": ratio_min, "ratio_median": ratio_med,
+            "loadavg_start": list(load_start), "loadavg_end": list(load_end),
+            "timed_seconds": elapsed, "arms": arm_stats, "paired": pairs,
+            "statistic": "median of per-round ratios to base, 95 % percentile bootstrap CI "
+                         "(scipy.stats.bootstrap, 10000 resamples, seed 0)",
+            "goal_percent": args.goal, "goal_met": met,
+            "ratio_min": arm_stats["adapted"]["min_s"] / arm_stats["base"]["min_s"],
+            "ratio_median": arm_stats["adapted"]["median_s"] / arm_stats["base"]["median_s"],
             "adapter_effect_max_abs_logit": effect,
         }, indent=2) + "\n")
 
