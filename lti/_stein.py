@@ -182,8 +182,7 @@ def solve_schur(
     if refine:
         R = symmetrize_((M @ X) @ ct(M) - X + Q)
         if np.linalg.norm(R) > REFINE_RTOL * np.linalg.norm(Q):
-            X += solve(R)
-            symmetrize_(X)
+            X += solve(R)  # both exactly Hermitian (congruence), so is the sum
     return X
 
 

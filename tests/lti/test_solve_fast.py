@@ -92,6 +92,7 @@ def test_factor_transform_matches_the_dense_transform(n, rho):
     # refined: the same accuracy as the dense transform, and within the documented bound
     Xr = stein.solve_schur(A, Q, S, refine=True, factor=B)
     Xr_ref = stein.solve_schur(A, Q, S, refine=True)
+    assert np.array_equal(Xr, Xr.T) and np.array_equal(Xr_ref, Xr_ref.T)
     assert _residual(A, Xr, Q) <= 1.5 * _residual(A, Xr_ref, Q)
     assert _residual(A, Xr, Q) <= 1e-12
 
