@@ -174,6 +174,8 @@ def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
             except np.linalg.LinAlgError as exc:
                 raise SolverError(f"SVD of Lo^T Lc did not converge (info={info})") from exc
         k = s.size
+    if k == n:  # the square case: s itself (fresh from dgesdd), no padded copy
+        return s, U, s, Vt
     hsv = np.zeros(n)
     hsv[: min(k, n)] = s[:n]
     return hsv, U, s, Vt
@@ -376,13 +378,10 @@ def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stackle
         A12, A21, A22 = Ti1 @ AT2, Ti2 @ A @ T1, Ti2 @ AT2
         B2, C2 = Ti2 @ B, C @ T2
         E = np.eye(nmin - r) - A22
-        try:
-            lu = sla.lu_factor(E, check_finite=False)
-        except (np.linalg.LinAlgError, ValueError) as exc:
-            raise SolverError("singular perturbation: I - A22 is singular") from exc
-        if np.min(np.abs(np.diag(lu[0]))) <= _EPS * max(1.0, np.max(np.abs(E))):
+        lu, piv, info = lapack.dgetrf(E)  # sla.lu_factor's LAPACK call, without the wrapper
+        if info < 0 or np.min(np.abs(np.diag(lu))) <= _EPS * max(1.0, np.max(np.abs(E))):
             raise SolverError("singular perturbation: I - A22 is singular")
-        Y = sla.lu_solve(lu, np.hstack([A21, B2]), check_finite=False)  # E^{-1} [A21 B2]
+        Y = lapack.dgetrs(lu, piv, np.hstack([A21, B2]))[0]  # E^{-1} [A21 B2] (sla.lu_solve's)
         As = Ar + A12 @ Y[:, :r]
         # SPA can put a pole within rounding of the unit circle (firwin low-pass FIRs at
         # odd r: A_r = -1 + O(1e-15); exactly |A_r|^2 = 1 - B_r^2 / sigma_1 by the
@@ -412,13 +411,13 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     whole reduced model (``nu`` unstable states appended; ``cond`` the conditioning of the
     stable/unstable decoupling, which scales the rounding term; ``extra`` what the Schur
     decomposition adds, lti._rounding)."""
-    n = G.n
-    error_bounds = np.full(n + 1, np.inf)
     # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
     kappa = red.kappa if T is red.T and Ti is red.Ti else (  # red's: from _projections
         math.sqrt(_fro2(T)) * math.sqrt(_fro2(Ti)) if T.size else 0.0)
     rounding = (red.rounding + red.gain_unit * kappa + extra) * cond
-    error_bounds[nu:] = red.bounds - red.rounding + rounding
+    error_bounds = red.bounds - red.rounding + rounding  # (n - nu + 1,): inf below nu
+    if nu:
+        error_bounds = np.concatenate([np.full(nu, np.inf), error_bounds])
     lower = 0.0 if red.order >= red.hsv.size else max(
         float(red.hsv[red.order]) - float(rounding[red.order]), 0.0)
     Gr = reduced.to_control() if was_control else reduced

@@ -20,7 +20,9 @@ from lti import (
     InvalidArgumentError,
     NonFiniteError,
     ShapeError,
+    SolverError,
     balanced_truncation,
+    balanced_truncation_from_factors,
 )
 from lti._order import Rule, check_rule
 from lti._rounding import ROUNDING_FACTOR, rounding_terms
@@ -222,3 +224,20 @@ def test_reduced_system_does_not_alias_the_feedthrough():
     zres = balanced_truncation(Z, order=4)
     assert zres.reduced.D is not Z.D and not np.any(zres.reduced.D)
     assert zres.reduced.D.shape == (2, 2)
+
+
+def test_singular_perturbation_refuses_a_singular_i_minus_a22():
+    """The SPA step by LAPACK getrf/getrs (sla.lu_factor/lu_solve's routines): a discarded
+    state with A22 = 1 exactly (given factors, so no stability test stands in the way)
+    gives the documented SolverError, as before, and a regular one the lu_solve result."""
+    G = DiscreteLTI(np.diag([0.5, 1.0]), [[1.0], [1.0]], [[1.0, 1.0]])
+    L = np.diag([2.0, 1.0])  # Lo^T Lc = diag(4, 1): state 2 (A22 = 1) is discarded at r = 1
+    with pytest.raises(SolverError, match="I - A22 is singular"):
+        balanced_truncation_from_factors(G, L, L, order=1, match_dc=True)
+    H = DiscreteLTI(np.diag([0.5, 0.25]), [[1.0], [1.0]], [[1.0, 1.0]])
+    res = balanced_truncation_from_factors(H, L, L, order=1, match_dc=True)
+    # balanced coordinates: x1 = 2 x_1 / 2, so A11 = 0.5, A22 = 0.25, B = C^T = [1, 1]
+    # (scaled by the factors): G_r(1) = G(1) = 1 / 0.5 + 1 / 0.75
+    Gr = res.reduced
+    dc = (Gr.C @ np.linalg.solve(np.eye(1) - Gr.A, Gr.B) + Gr.D)[0, 0]
+    assert dc == pytest.approx(1.0 / 0.5 + 1.0 / 0.75, rel=1e-14, abs=0)
