@@ -52,6 +52,7 @@ def _window_ratio(k: int) -> float:
 
 
 _TINY = np.finfo(np.float64).tiny
+_EPS = np.finfo(np.float64).eps
 
 
 def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: float,
@@ -68,12 +69,13 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     when a factor's window sums decay too slowly for convergence (see ``SMITH_SCREEN_STEP``).
     """
     n = M.shape[0]
-    eps = np.finfo(np.float64).eps
+    eps = _EPS
+    grow = max_growth * math.sqrt(n)
     nb = min(n, 16 if n <= 256 else 32)  # block size of the structured QR (measured)
     # Rt[i] = L_i^T: (w, n) while narrow, then (n, n) upper triangular (Fortran order)
     # each right-hand side scaled to max|B| = 1 (the factor scales linearly), so that tiny
     # or huge data neither underflow nor overflow in the norms of the stopping test
-    scales = [float(np.max(np.abs(B), initial=0.0)) for B in Bs]
+    scales = [float(abs(B).max(initial=0.0)) for B in Bs]
     Bs = [B / b if b > 0 else B for B, b in zip(Bs, scales, strict=True)]
     Rt = [_qr_triangle(B.T, n) if B.shape[1] >= n else np.array(B.T, order="F") for B in Bs]
     r2 = [_fro2(R) for R in Rt]  # ||L_k||_F^2: QR keeps it, each step adds ||A_k L_k||_F^2
@@ -82,8 +84,8 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
     rho_bound, root = np.inf, 1.0
     for k in range(max_iter):
-        a = float(np.sqrt(_fro2(Ak)))  # ||A_k||_F >= ||A_k||_2
-        if not a <= max_growth * np.sqrt(n):  # also catches NaN
+        a = math.sqrt(_fro2(Ak))  # ||A_k||_F >= ||A_k||_2
+        if not a <= grow:  # also catches NaN
             return None
         # ||A_k||_F^(2^-k) >= rho(M). A power that is exactly zero (nilpotent M, e.g. a
         # shift register or FIR filter, or entries that underflowed) still bounds rho: its
@@ -121,7 +123,7 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
         if not todo and a < 1.0:
             Ls = [_square_factor(R, n) * (b if b > 0 else 1.0)
                   for R, b in zip(Rt, scales, strict=True)]
-            if not all(np.isfinite(np.sum(L)) for L in Ls):
+            if not all(math.isfinite(L.sum()) for L in Ls):
                 return None
             return Ls, rho_bound
         Ak = Ak @ Ak
