@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from lti._schur import to_complex_schur
+from lti._schur import rotate_columns, to_complex_schur
 from lti.lowrank import is_sparse
 from lti.system import DiscreteLTI
 
@@ -74,10 +74,11 @@ def _angles(Tc: np.ndarray) -> np.ndarray:
                                      np.abs(np.angle(lam[near]))]))
 
 
-def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray):
+def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
     """Sampled ``(s, c, b)``: the largest ``||C R||_F ||R B||_F``, ``||C R||_F`` and
     ``||R B||_F`` over the sampled points ``z = e^{j theta}``, ``R = (zI - T)^{-1}``, for a
-    real upper quasi-triangular (Schur) ``T``; Frobenius norms, which bound the 2-norms."""
+    real upper quasi-triangular (Schur) ``T``; Frobenius norms, which bound the 2-norms.
+    ``triangle``: ``complex_triangle(T)`` when the caller has it (``SchurForm`` caches it)."""
     n, m, p = T.shape[0], B.shape[1], C.shape[0]
     if n == 0:
         return 0.0, 0.0, 0.0
@@ -90,7 +91,11 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray):
         C = np.linalg.qr(C, mode="r")
     m, p = B.shape[1], C.shape[0]
     # complex Schur form T = U Tc U^H (U: one rotation per 2x2 block), applied to C and B^T
-    Tc, W, _, _ = to_complex_schur(T, np.vstack([C, B.T]))  # W = [C U; B^T U]
+    if triangle is None:
+        Tc, W, _, _ = to_complex_schur(T, np.vstack([C, B.T]))  # W = [C U; B^T U]
+    else:  # what to_complex_schur does, with its complex_triangle(T) given
+        Tc, idx, G = triangle
+        W = rotate_columns(np.vstack([C, B.T]), idx, np.conj(np.swapaxes(G, 1, 2)))
     Cc, Bc = W[:p], W[p:].conj().T  # C U and U^H B (B real)
     z = np.exp(1j * _angles(Tc))  # (K,)
     K = z.size
@@ -110,12 +115,13 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray):
     return float(np.max(rb * cr)), float(np.max(cr)), float(np.max(rb))
 
 
-def schur_rounding(T: np.ndarray, B: np.ndarray, C: np.ndarray, factor: float) -> float:
+def schur_rounding(T: np.ndarray, B: np.ndarray, C: np.ndarray, factor: float,
+                   triangle=None) -> float:
     """``factor n eps ((1 + ||T||_F) s + ||B||_F c + ||C||_F b)`` with the sampled gains
-    of :func:`resolvent_gains` (see the module docstring)."""
+    of :func:`resolvent_gains` (see the module docstring; ``triangle`` as there)."""
     n = T.shape[0]
     if n == 0:
         return 0.0
-    s, c, b = resolvent_gains(T, B, C)
+    s, c, b = resolvent_gains(T, B, C, triangle)
     nb, nc = float(np.linalg.norm(B)), float(np.linalg.norm(C))
     return factor * n * _EPS * ((1.0 + float(np.linalg.norm(T))) * s + nb * c + nc * b)

@@ -650,7 +650,8 @@ def balanced_truncation(
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths)
-        extra = 0.0 if S is None else schur_rounding(S.T, Gw.B, Gw.C, ROUNDING_FACTOR)
+        extra = 0.0 if S is None else schur_rounding(S.T, Gw.B, Gw.C, ROUNDING_FACTOR,
+                                                     S.complex_triangle())  # (cached in S)
         return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control, extra=extra)
     split = split_unstable(G)
     nu = G.n - split.ns
@@ -660,7 +661,8 @@ def balanced_truncation(
             f"got {rule.order}"
         )
     Gs = split.stable_part(G)
-    Fs = stable_gramian_factors(Gs, schur=SchurForm(split.As, np.eye(split.ns)))
+    Ss = SchurForm(split.As, np.eye(split.ns))  # its complex triangle: cached by the solves
+    Fs = stable_gramian_factors(Gs, schur=Ss)
     red = _reduce_stable(Gs, Fs.Lc, Fs.Lo, rule.shifted(nu), method, match_dc, stacklevel=3,
                          rho=Fs.rho)
     Bu, Cu = split.V2 @ G.B, G.C @ split.W2
@@ -671,7 +673,7 @@ def balanced_truncation(
     W = np.hstack([split.W1, split.W2])
     V = np.vstack([split.V1, split.V2])
     cond = max(1.0, float(np.linalg.norm(W) * np.linalg.norm(V)) / G.n)  # >= ||W|| ||W^-1|| / n
-    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR)  # As is quasi-triangular
+    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle())
     return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control, cond=cond, extra=extra)
 
 

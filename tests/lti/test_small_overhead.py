@@ -241,3 +241,26 @@ def test_singular_perturbation_refuses_a_singular_i_minus_a22():
     Gr = res.reduced
     dc = (Gr.C @ np.linalg.solve(np.eye(1) - Gr.A, Gr.B) + Gr.D)[0, 0]
     assert dc == pytest.approx(1.0 / 0.5 + 1.0 / 0.75, rel=1e-14, abs=0)
+
+
+@pytest.mark.parametrize("m, p", [(1, 2), (40, 3)])
+def test_resolvent_gains_with_the_cached_triangle(m, p):
+    """The Schur rounding term with SchurForm's cached complex triangle (as balanced
+    truncation passes it) equals the one that recomputes it, bit for bit: complex pairs,
+    real eigenvalues, and a wide B (compressed first)."""
+    from lti._rounding import resolvent_gains, schur_rounding
+    from lti.lyapunov import real_schur
+
+    rng = np.random.default_rng(m)
+    A = rng.standard_normal((12, 12))
+    A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
+    S = real_schur(A)
+    assert np.count_nonzero(np.diag(S.T, -1))  # there are 2x2 blocks to rotate
+    B, C = S.Z.T @ rng.standard_normal((12, m)), rng.standard_normal((p, 12)) @ S.Z
+    tri = S.complex_triangle()
+    assert resolvent_gains(S.T, B, C, tri) == resolvent_gains(S.T, B, C)
+    assert schur_rounding(S.T, B, C, 4.0, tri) == schur_rounding(S.T, B, C, 4.0)
+    D = np.diag(np.linspace(-0.8, 0.9, 5))  # real: no rotations
+    SD = real_schur(D)
+    assert (resolvent_gains(SD.T, np.ones((5, 1)), np.ones((2, 5)), SD.complex_triangle())
+            == resolvent_gains(SD.T, np.ones((5, 1)), np.ones((2, 5))))
