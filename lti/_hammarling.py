@@ -228,7 +228,8 @@ def real_gram_factor(M: np.ndarray) -> np.ndarray:
     if not np.any(parts[1]):
         return parts[0]
     # dtpqrt leaves the (zero) strictly lower part of A untouched: R is upper triangular
-    R, _, _, info = lapack.dtpqrt(n, min(64, n), parts[0], parts[1], overwrite_a=1, overwrite_b=1)
+    nb = min(n, 16 if n <= 256 else 32)  # block size (measured: n = 256 0.77 ms vs 1.09 for 64)
+    R, _, _, info = lapack.dtpqrt(n, nb, parts[0], parts[1], overwrite_a=1, overwrite_b=1)
     if info != 0:  # pragma: no cover - LAPACK argument errors only
         raise SolverError(f"LAPACK dtpqrt failed with info={info}")
     return R
