@@ -7,6 +7,7 @@ rounding errors grow with ``max_k ||A^(2^k)||``, hence the growth guard.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -195,7 +196,14 @@ def _qr_triangle(S: np.ndarray, n: int) -> np.ndarray:
     R, _, _, info = lapack.dgeqrf(S, lwork=max(64 * S.shape[1], 1), overwrite_a=1)
     if info != 0:  # pragma: no cover - LAPACK argument errors only
         raise SolverError(f"LAPACK dgeqrf failed with info={info}")
-    return np.asfortranarray(np.triu(R[:n]))
+    R = np.array(R[:n], order="F")
+    R[_strict_lower(n)] = 0.0  # = np.triu, without its mask (n = 16: 3 us instead of 8)
+    return R
+
+
+@functools.lru_cache(maxsize=4)
+def _strict_lower(n: int):
+    return np.tril_indices(n, -1)
 
 
 def _square_factor(Rt: np.ndarray, n: int) -> np.ndarray:
