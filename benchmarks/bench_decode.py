@@ -15,7 +15,8 @@ from a fixed prompt, with a KV cache, three ways:
 The three are timed in ONE process, interleaved: each round runs every arm once, in an order
 rotated from round to round, after a warm-up of each; every run generates the same tokens
 (checked). Times are process CPU time by default (robust to other processes taking turns on
-the core; with one thread it is the compute time), ``--wall`` for wall clock.
+the core; with one thread it is the compute time), ``--wall`` for wall clock. Python's garbage
+collector runs before each timed run and is disabled during it, as ``timeit`` does.
 
 The headline statistic is the **median over rounds of the paired ratio** adapted / base (the
 two runs of one round are seconds apart, so slow drifts of the machine cancel in the ratio),
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import platform
@@ -61,7 +63,8 @@ def load():
 
 
 def build(model, d_state):
-    """The adapted deep copy of ``model`` with open gates."""
+    """The adapted deep copy of ``model`` with open gates (seeded: the same adapters every run)."""
+    torch.manual_seed(0)
     adapted = inject(copy.deepcopy(model), HRMConfig(d_state=d_state))
     with torch.no_grad():
         for a in find_adapters(adapted).values():
@@ -145,13 +148,19 @@ def main(argv=None):
 
         def run(name):
             m, off = arms[name]
-            t0 = clock()
-            if off:
-                with disable_adapter(m):
+            gc.collect()
+            gc.disable()  # no collector pause inside a timed run (as timeit does)
+            try:
+                t0 = clock()
+                if off:
+                    with disable_adapter(m):
+                        out = generate(m, ids, args.tokens)
+                else:
                     out = generate(m, ids, args.tokens)
-            else:
-                out = generate(m, ids, args.tokens)
-            return clock() - t0, out
+                dt = clock() - t0
+            finally:
+                gc.enable()
+            return dt, out
 
         reference = {name: run(name)[1] for name in ARMS}  # warm-up
         assert torch.equal(reference["base"], reference["disabled"])
@@ -192,9 +201,9 @@ def main(argv=None):
         f"limit {args.threads}: {', '.join(pools) or 'no BLAS/OpenMP pool found'}; "
         + ", ".join(f"{k}={v}" for k, v in env_threads.items()) + "\n"
         f"# {'wall clock' if args.wall else 'process CPU time'}, {args.repeats} rounds, each "
-        "running every arm once in an order rotated per round, after one warm-up each; same "
-        f"tokens every run (checked); adapter effect on the logits: max |dlogit| = "
-        f"{effect:.3f}\n"
+        "running every arm once in an order rotated per round, after one warm-up each; Python's "
+        "garbage collector run before and disabled during each timed run; same tokens every run "
+        f"(checked); adapter effect on the logits: max |dlogit| = {effect:.3f}\n"
         f"# started {started}; load average (1, 5, 15 min) at start "
         f"{', '.join(f'{x:.2f}' for x in load_start)}, at end "
         f"{', '.join(f'{x:.2f}' for x in load_end)}; timed rounds took {elapsed:.0f} s\n"
@@ -235,6 +244,7 @@ def main(argv=None):
             "timed_seconds": elapsed, "arms": arm_stats, "paired": pairs,
             "statistic": "median of per-round ratios to base, 95 % percentile bootstrap CI "
                          "(scipy.stats.bootstrap, 10000 resamples, seed 0)",
+            "gc": "collected before and disabled during each timed run",
             "goal_percent": args.goal, "goal_met": met,
             "ratio_min": arm_stats["adapted"]["min_s"] / arm_stats["base"]["min_s"],
             "ratio_median": arm_stats["adapted"]["median_s"] / arm_stats["base"]["median_s"],
