@@ -1,4 +1,4 @@
-"""The fast one-token decode path of cached generation (``adapters.generation._Plan``).
+"""The fast one-token decode path of cached generation (``adapters._decode.DecodePlan``).
 
 Every check compares it with the general path (the same call with the fast path switched off)
 and with the full forward, for real, complex and mixed adapters, batch 1 and 2.
