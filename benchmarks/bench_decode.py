@@ -190,6 +190,10 @@ def main(argv=None):
                                                       ("threads", args.threads)))
     if args.wall:
         command += " --wall"
+    if args.goal != 3.0:
+        command += f" --goal {args.goal}"
+    if args.output != "bench_decode":
+        command += f" --output {args.output}"
     header = (
         f"$ {command}\n"
         f"# bench_decode: SmolLM2-135M (30 layers, H=576), greedy, {n_new} new tokens from a "
