@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -110,6 +111,25 @@ def paired(numer, denom, *, seed=0, resamples=10_000):
             "ratios": [float(x) for x in ratios]}
 
 
+def code_revision() -> str:
+    """The commit and the git tree hash of the ``adapters/`` that is imported, with a mark for
+    uncommitted changes (or where it was imported from, outside a git checkout)."""
+    import adapters as package
+
+    root = Path(package.__file__).resolve().parent.parent
+    try:
+        def git(*cmd):
+            return subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=root,
+                                  check=True).stdout.strip()
+
+        commit, tree = git("rev-parse", "--short", "HEAD"), git("rev-parse", "--short",
+                                                                "HEAD:adapters")
+        dirty = " + uncommitted changes" if git("status", "--porcelain", "adapters") else ""
+    except (OSError, subprocess.CalledProcessError):
+        return f"adapters imported from {root}/adapters (not a git checkout)"
+    return f"commit {commit}, adapters/ tree {tree}{dirty}"
+
+
 def _pct(x: float) -> str:
     return f"{100 * (x - 1):+.1f} %"
 
@@ -130,6 +150,7 @@ def main(argv=None):
     if args.repeats < 2:
         p.error("--repeats must be at least 2 (paired ratios need rounds)")
     clock = time.perf_counter if args.wall else time.process_time
+    revision = code_revision()
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     env_threads = {k: os.environ.get(k) for k in
@@ -201,13 +222,15 @@ def main(argv=None):
         f"{args.d_state}) on every MLP, gates 0.5; base and adapted are deep copies of the "
         "loaded model, disabled is the adapted copy inside disable_adapter\n"
         f"# torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs; threads: "
-        f"torch.set_num_threads({args.threads}) -> {torch.get_num_threads()}, threadpoolctl "
-        f"limit {args.threads}: {', '.join(pools) or 'no BLAS/OpenMP pool found'}; "
+        f"torch.set_num_threads({args.threads}) -> {torch.get_num_threads()} (torch's own "
+        f"BLAS and OpenMP), threadpoolctl limit {args.threads} on the pools it finds: "
+        f"{', '.join(pools) or 'none'}; "
         + ", ".join(f"{k}={v}" for k, v in env_threads.items()) + "\n"
         f"# {'wall clock' if args.wall else 'process CPU time'}, {args.repeats} rounds, each "
         "running every arm once in an order rotated per round, after one warm-up each; Python's "
         "garbage collector run before and disabled during each timed run; same tokens every run "
         f"(checked); adapter effect on the logits: max |dlogit| = {effect:.3f}\n"
+        f"# code: {revision}\n"
         f"# started {started}; load average (1, 5, 15 min) at start "
         f"{', '.join(f'{x:.2f}' for x in load_start)}, at end "
         f"{', '.join(f'{x:.2f}' for x in load_end)}; timed rounds took {elapsed:.0f} s\n"
@@ -239,7 +262,7 @@ def main(argv=None):
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / f"{args.output}.md").write_text(text)
         (RESULTS / f"{args.output}.json").write_text(json.dumps({
-            "command": command, "started": started,
+            "command": command, "started": started, "code": revision,
             "tokens": n_new, "prompt_tokens": int(ids.shape[1]), "d_state": args.d_state,
             "threads": args.threads, "torch_threads": torch.get_num_threads(),
             "thread_pools": pools, "env_threads": env_threads, "repeats": args.repeats,
