@@ -25,7 +25,8 @@ from adapters import load_adapter
 from adapters.io import adapter_state_dict
 from tests.adapters._tiny import tiny_causal_lm
 
-pytest.importorskip("transformers")
+pytest.importorskip(
+    "transformers", reason="the adapters extra (torch, transformers) is not installed")
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
     reason="deepspeed is not installed (not a dependency; CI lacks it): ZeRO runs not tried")

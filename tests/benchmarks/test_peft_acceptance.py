@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("threadpoolctl")
+pytest.importorskip(
+    "transformers", reason="the adapters extra (torch, transformers) is not installed")
 from benchmarks import peft_acceptance  # noqa: E402
 
 RESULTS = Path(peft_acceptance.__file__).resolve().parent / "results"

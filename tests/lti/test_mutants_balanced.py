@@ -109,7 +109,8 @@ def test_from_factors_passes_method_match_dc_dt_and_control_type_on():
     np.testing.assert_allclose(spa.reduced.frequency_response([0.0])[0], g1, rtol=1e-10)
     assert sr.reduced.dt == 0.5 and spa.reduced.dt == 0.5
     assert repr(sr).startswith("BalancedTruncation(order=3, n=8, n_unstable=0, method='sr'")
-    control = pytest.importorskip("control")
+    control = pytest.importorskip(
+        "control", reason="python-control (optional peer) is not installed")
     res = balanced_truncation_from_factors(control.ss(G.A, G.B, G.C, G.D, 0.5), Lc, Lo, order=3)
     assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.5
 
@@ -197,7 +198,7 @@ def test_order_warnings_point_at_the_caller():
 def test_spa_pole_warning_is_a_user_warning_at_the_caller():
     """SPA of a firwin FIR at order 1 (A_r = -1 + O(1e-14)): truncation is returned instead,
     with a UserWarning (full text) at the line of the user's call."""
-    signal = pytest.importorskip("scipy.signal")
+    from scipy import signal  # scipy is a core dependency: import it plainly
     rng = np.random.default_rng(3019)  # the case of test_regressions
     N = int(rng.integers(8, 65))
     h = signal.firwin(N + 1, rng.uniform(0.1, 0.9))
@@ -391,7 +392,8 @@ def test_rounding_term_of_an_unstable_system_includes_the_decoupling(coupled):
     np.testing.assert_allclose(spa.reduced.frequency_response([0.0])[0], g1, rtol=1e-9)
     assert abs(res.reduced.frequency_response([0.0])[0] - g1).max() > 1e-6 * abs(g1).max()
     assert balanced_truncation(G, order=rs + 1, method="bfsr").method == "bfsr"
-    control = pytest.importorskip("control")
+    control = pytest.importorskip(
+        "control", reason="python-control (optional peer) is not installed")
     out = balanced_truncation(control.ss(A, G.B, G.C, G.D, 0.5), order=rs + 1)
     assert isinstance(out.reduced, control.StateSpace) and out.reduced.dt == 0.5
 
