@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg as sla
-from scipy.linalg import lapack
-from scipy.sparse.linalg import norm as sparse_norm
 
-from lti._order import TIE_RTOL, Rule, check_rule, select_order  # noqa: F401 - TIE_RTOL re-exported
-from lti._rounding import ROUNDING_FACTOR, rounding_terms, schur_rounding
-from lti._validation import as_float_matrix, stability_margin
-from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
+from lti._bt_core import StableReduction, fro2, hsv_svd, reduce_stable
+from lti._order import TIE_RTOL, check_rule  # noqa: F401 - TIE_RTOL re-exported
+from lti._rounding import ROUNDING_FACTOR, schur_rounding
+from lti._validation import as_float_matrix
+from lti.exceptions import InvalidArgumentError, ShapeError, UnstableSystemError
 from lti.gramians import stable_gramian_factors
 from lti.lowrank import is_sparse, lowrank_gramian_factors
 from lti.lyapunov import SchurForm
@@ -44,7 +42,6 @@ __all__ = [
     "split_unstable",
 ]
 
-_EPS = np.finfo(np.float64).eps
 #: Projection methods of :func:`balanced_truncation` (its ``method`` argument).
 BT_METHODS = ("auto", "sr", "bfsr")
 
@@ -157,30 +154,6 @@ def _check_factor(name: str, L, n: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------ HSVs
 
-
-def _hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
-    """SVD of Lo^T Lc; HSVs padded with zeros to length n (factors may have < n columns)."""
-    M = (Lc.T @ Lo).T  # Lo^T Lc, (ko, kc), Fortran order for LAPACK
-    if M.size == 0:
-        k = 0
-        U, s, Vt = np.zeros((Lo.shape[1], 0)), np.zeros(0), np.zeros((0, Lc.shape[1]))
-    else:
-        U, s, Vt, info = lapack.dgesdd(M, compute_uv=1, full_matrices=0)
-        if info != 0:  # divide and conquer failed to converge: QR iteration instead
-            try:
-                U, s, Vt = sla.svd(
-                    M, full_matrices=False, check_finite=False, lapack_driver="gesvd"
-                )
-            except np.linalg.LinAlgError as exc:
-                raise SolverError(f"SVD of Lo^T Lc did not converge (info={info})") from exc
-        k = s.size
-    if k == n:  # the square case: s itself (fresh from dgesdd), no padded copy
-        return s, U, s, Vt
-    hsv = np.zeros(n)
-    hsv[: min(k, n)] = s[:n]
-    return hsv, U, s, Vt
-
-
 def hankel_singular_values(sys) -> np.ndarray:
     """Hankel singular values of a stable discrete-time system.
 
@@ -225,7 +198,7 @@ def hankel_singular_values(sys) -> np.ndarray:
     G = as_discrete_system(sys)
     if is_sparse(G.A):  # leading HSVs from low-rank ADI factors (lti.lowrank)
         Fc, Fo = _sparse_factors(G)
-        return _hsv_svd(Fc.Z, Fo.Z, min(Fc.rank, Fo.rank))[0]
+        return hsv_svd(Fc.Z, Fo.Z, min(Fc.rank, Fo.rank))[0]
     try:
         F = stable_gramian_factors(G, in_schur_basis=True)  # same HSVs, better accuracy
     except UnstableSystemError as exc:
@@ -233,178 +206,10 @@ def hankel_singular_values(sys) -> np.ndarray:
             f"Hankel singular values: {exc} (balanced_truncation keeps the unstable part "
             "and reports the stable part's HSVs)"
         ) from None
-    return _hsv_svd(F.Lc, F.Lo, G.n)[0]
+    return hsv_svd(F.Lc, F.Lo, G.n)[0]
 
 
-# ------------------------------------------------------------------------ core
-
-
-def _projections(Lc, Lo, U, s, Vt, lo, hi, method):
-    """``(T, Ti, ||T||_F ||Ti||_F)``: right/left projections onto balanced directions lo..hi-1.
-
-    SR: ``T = Lc V Sigma^{-1/2}``, ``Ti = Sigma^{-1/2} U^T Lo^T``. BFSR (Varga 1991):
-    orthonormal bases ``Z = orth(Lc V)`` and ``W = orth(Lo U)`` of the two dominant
-    subspaces, ``T = Z``, ``Ti = (W^T Z)^{-1} W^T``; ``Ti T = I`` to rounding (one LU
-    solve with the small ``W^T Z``), whatever the spread of the kept HSVs.
-    """
-    V = Vt[lo:hi].T  # (kc, k)
-    Uk = U[:, lo:hi]  # (ko, k)
-    if method == "sr":
-        d = 1.0 / np.sqrt(s[lo:hi])
-        T, Ti = (Lc @ V) * d, (d[:, None] * Uk.T) @ Lo.T
-        # Ti T = Sigma^-1/2 U^T (Lo^T Lc) V Sigma^-1/2 forms Lo^T Lc again: off I by about
-        # eps ||Lo|| ||Lc|| / sigma_k (2.7e-7 with ||T|| ||Ti|| = 8.7 measured): one Newton
-        # step for the left inverse, Ti <- Ti - (Ti T - I) Ti, squares that deviation
-        E, k = Ti @ T, hi - lo
-        E.flat[:: k + 1] -= 1.0  # E = Ti T - I (k, k), C-contiguous
-        t2, ti2 = _fro2(T), _fro2(Ti)
-        if k and _fro2(E) > (8.0 * k * _EPS) ** 2 * t2 * ti2:
-            Ti = Ti - E @ Ti
-            ti2 = _fro2(Ti)
-        return T, Ti, math.sqrt(t2) * math.sqrt(ti2)
-    if hi == lo:
-        return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0])), 0.0
-    Z = _orth(Lc @ V)  # (n, k), orthonormal
-    W = _orth(Lo @ Uk)  # (n, k), orthonormal
-    M = W.T @ Z  # (k, k), = R_W^{-T} Sigma R_Z^{-1}: nonsingular for sigma_k > 0
-    try:
-        Ti = np.linalg.solve(M, W.T)
-    except np.linalg.LinAlgError as exc:  # pragma: no cover - sigma_k > 0
-        raise SolverError("balancing-free square root: W^T Z is singular") from exc
-    return Z, Ti, math.sqrt(_fro2(Z)) * math.sqrt(_fro2(Ti))
-
-
-def _fro2(X: np.ndarray) -> float:
-    """``||X||_F^2``: the ``x.dot(x)`` under the root of ``np.linalg.norm(X)``, bit for bit."""
-    x = X.ravel(order="K")
-    return float(x.dot(x))
-
-
-def _orth(M: np.ndarray) -> np.ndarray:
-    """Orthonormal basis ``Q`` (n, k) of the columns of ``M`` (n, k), ``k <= n``, by LAPACK
-    ``dgeqrf`` + ``dorgqr`` (the Householder QR of ``np.linalg.qr`` without its overhead)."""
-    lwork = max(64 * M.shape[1], 1)  # f2py's default (the minimum) means unblocked code
-    qr, tau, _, info = lapack.dgeqrf(M, lwork=lwork)
-    if info != 0:  # pragma: no cover - LAPACK argument errors only
-        raise SolverError(f"LAPACK dgeqrf failed with info={info}")
-    Q, _, info = lapack.dorgqr(qr, tau, lwork=lwork)
-    if info != 0:  # pragma: no cover
-        raise SolverError(f"LAPACK dorgqr failed with info={info}")
-    return Q
-
-
-def _norm2(L: np.ndarray) -> float:
-    """Estimate of the spectral norm ||L||_2 (power iteration on K = L^T L, started from
-    the column of K with the largest diagonal entry; K applied as L^T (L x) beyond 128
-    columns: O(n^2) per step instead of the n^3 product)."""
-    if L.size == 0:
-        return 0.0
-    # ndarray methods, not the np.* wrappers or matmul: the same BLAS calls, bit for bit
-    big, formed = float(abs(L).max()), L.shape[1] <= 128
-    if formed:
-        K = L.T @ L
-        x = K[:, int(K.diagonal().argmax())]
-    else:
-        x = L.T @ L[:, int(np.einsum("ij,ij->j", L, L).argmax())]
-    nx, est = math.sqrt(float(x.dot(x))), 0.0
-    if nx == 0.0:
-        return big
-    x = x / nx
-    for _ in range(20):
-        y = K.dot(x) if formed else L.T @ (L @ x)
-        ny = math.sqrt(float(y.dot(y)))
-        if ny == 0.0:
-            return big
-        x, prev, est = y * (1.0 / ny), est, math.sqrt(ny)
-        if abs(est - prev) <= 1e-3 * est:
-            break
-    return max(est, big)
-
-
-def _noise_floor(hsv, Lc, Lo, rho) -> float:
-    """HSVs at or below this level are not certified (see balanced_truncation, Notes)."""
-    n = hsv.size
-    if n == 0:
-        return 0.0
-    scale = _norm2(Lc) * _norm2(Lo)
-    if rho is not None:
-        scale /= max(1.0 - rho * rho, _EPS)  # conditioning of the Stein equations
-    return n * _EPS * max(float(hsv[0]), scale)
-
-
-@dataclass(eq=False, slots=True)
-class _StableReduction:
-    """What :func:`_reduce_stable` computed for the stable part (internal; not frozen: cheaper)."""
-
-    A: np.ndarray
-    B: np.ndarray
-    C: np.ndarray
-    D: np.ndarray
-    T: np.ndarray
-    Ti: np.ndarray
-    hsv: np.ndarray
-    bounds: np.ndarray  # bounds[k] = 2 sum_{i>=k} sigma_i + rounding[k], shape (ns + 1,)
-    rounding: np.ndarray  # rounding term of each order, shape (ns + 1,), without kappa
-    gain_unit: float  # ROUNDING_FACTOR n eps (||D|| + 2 sum sigma): times kappa(T, Ti)
-    order: int
-    method: str
-    minimal_order: int
-    spa_fallback: bool = False  # match_dc asked, truncation returned (SPA pole on the circle)
-    kappa: float = 0.0  # ||T||_F ||Ti||_F of T, Ti above
-
-
-def _reduce_stable(G: DiscreteLTI, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
-                   rho=None) -> _StableReduction:
-    """Balanced truncation / SPA of a stable ``G`` with given Gramian factors."""
-    A, B, C, D = G.A, G.B, G.C, G.D
-    n = A.shape[0]
-    hsv, U, s, Vt = _hsv_svd(Lc, Lo, n)
-    tail = np.zeros(n + 1)  # tail[k] = sum_{i>=k} sigma_i, tail[n] = 0
-    np.cumsum(hsv[::-1], out=tail[n - 1 :: -1] if n else tail[:0])
-    bounds = 2.0 * tail  # (n + 1,)
-    floor = _noise_floor(hsv, Lc, Lo, rho)
-    nmin = int(np.count_nonzero(hsv > floor))
-    r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)  # on the HSV tails
-    rounding, gain_unit = rounding_terms(G, hsv, floor, rho)
-    if method == "auto":
-        method = "sr"  # see balanced_truncation: bfsr has not been shown to help
-    T1, Ti1, kappa = _projections(Lc, Lo, U, s, Vt, 0, r, method)
-    Ar, Br, Cr, Dr = Ti1 @ A @ T1, Ti1 @ B, C @ T1, D  # D: DiscreteLTI copies it
-    fallback = False
-    if match_dc and r < nmin:
-        # singular perturbation on the minimal part: x2 frozen at its steady state
-        T2, Ti2, _ = _projections(Lc, Lo, U, s, Vt, r, nmin, method)
-        AT2 = A @ T2
-        A12, A21, A22 = Ti1 @ AT2, Ti2 @ A @ T1, Ti2 @ AT2
-        B2, C2 = Ti2 @ B, C @ T2
-        E = np.eye(nmin - r) - A22
-        lu, piv, info = lapack.dgetrf(E)  # sla.lu_factor's LAPACK call, without the wrapper
-        if info < 0 or np.min(np.abs(np.diag(lu))) <= _EPS * max(1.0, np.max(np.abs(E))):
-            raise SolverError("singular perturbation: I - A22 is singular")
-        Y = lapack.dgetrs(lu, piv, np.hstack([A21, B2]))[0]  # E^{-1} [A21 B2] (sla.lu_solve's)
-        As = Ar + A12 @ Y[:, :r]
-        # SPA can put a pole within rounding of the unit circle (firwin low-pass FIRs at
-        # odd r: A_r = -1 + O(1e-15); exactly |A_r|^2 = 1 - B_r^2 / sigma_1 by the
-        # balanced Lyapunov equation, B_r ~ 1e-7): no finite bound holds for that model
-        # as computed, so the truncated one (same bounds) is returned instead
-        rho_r = float(np.max(np.abs(np.linalg.eigvals(As)))) if r else 0.0
-        norm_A = sparse_norm(A) if is_sparse(A) else math.sqrt(_fro2(A))  # sparse path: sparse A
-        margin = stability_margin(n + r, float(np.hypot(math.sqrt(_fro2(As)), norm_A)))
-        if rho_r < 1.0 - margin:
-            Ar, Br = As, Br + A12 @ Y[:, r:]
-            Cr, Dr = Cr + C2 @ Y[:, :r], Dr + C2 @ Y[:, r:]
-        else:
-            fallback = True
-            warnings.warn(
-                f"the singular-perturbation model has a pole within rounding of the unit "
-                f"circle (spectral radius {rho_r!r}), where no bound holds: the balanced "
-                "truncation of the same order is returned instead (result.match_dc is "
-                "False; same bounds)", UserWarning, stacklevel=stacklevel)
-    return _StableReduction(Ar, Br, Cr, Dr, T1, Ti1, hsv, bounds + rounding, rounding,
-                            gain_unit, r, method, nmin, fallback, kappa)
-
-
-def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
+def _finish(G: DiscreteLTI, red: StableReduction, reduced: DiscreteLTI, T, Ti, nu: int,
             match_dc: bool, was_control: bool, cond: float = 1.0,
             extra: float = 0.0) -> BalancedTruncation:
     """The result object: ``red`` describes the stable part, ``reduced``/``T``/``Ti`` the
@@ -412,8 +217,8 @@ def _finish(G: DiscreteLTI, red: _StableReduction, reduced: DiscreteLTI, T, Ti, 
     stable/unstable decoupling, which scales the rounding term; ``extra`` what the Schur
     decomposition adds, lti._rounding)."""
     # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
-    kappa = red.kappa if T is red.T and Ti is red.Ti else (  # red's: from _projections
-        math.sqrt(_fro2(T)) * math.sqrt(_fro2(Ti)) if T.size else 0.0)
+    kappa = red.kappa if T is red.T and Ti is red.Ti else (  # red's: from projections
+        math.sqrt(fro2(T)) * math.sqrt(fro2(Ti)) if T.size else 0.0)
     rounding = (red.rounding + red.gain_unit * kappa + extra) * cond
     error_bounds = red.bounds - red.rounding + rounding  # (n - nu + 1,): inf below nu
     if nu:
@@ -461,7 +266,7 @@ def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
             "with a smaller `tol` resolves more)"
         )
     rule = check_rule(order, tol, rel_tol, k)
-    red = _reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4)
+    red = reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
     return replace(res, hsv=res.hsv[:k], error_bounds=res.error_bounds[: k + 1],
@@ -645,7 +450,7 @@ def balanced_truncation(
         # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
         S = F.schur
         Gw = G if S is None else DiscreteLTI(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D, G.dt)
-        red = _reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
+        red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
@@ -663,7 +468,7 @@ def balanced_truncation(
     Gs = split.stable_part(G)
     Ss = SchurForm(split.As, np.eye(split.ns))  # its complex triangle: cached by the solves
     Fs = stable_gramian_factors(Gs, schur=Ss)
-    red = _reduce_stable(Gs, Fs.Lc, Fs.Lo, rule.shifted(nu), method, match_dc, stacklevel=3,
+    red = reduce_stable(Gs, Fs.Lc, Fs.Lo, rule.shifted(nu), method, match_dc, stacklevel=3,
                          rho=Fs.rho)
     Bu, Cu = split.V2 @ G.B, G.C @ split.W2
     reduced = DiscreteLTI(sla.block_diag(red.A, split.Au), np.vstack([red.B, Bu]),
@@ -744,6 +549,6 @@ def balanced_truncation_from_factors(
     Lc = _check_factor("Lc", Lc, G.n)
     Lo = _check_factor("Lo", Lo, G.n)
     rule = check_rule(order, tol, rel_tol, G.n)
-    red = _reduce_stable(G, Lc, Lo, rule, method, match_dc, stacklevel=3)
+    red = reduce_stable(G, Lc, Lo, rule, method, match_dc, stacklevel=3)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     return _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, was_control)

@@ -154,13 +154,13 @@ def test_real_gram_factor_is_exactly_triangular():
 
 @pytest.mark.parametrize("cols", [5, 128, 129, 300])
 def test_norm2_estimate_both_paths(cols):
-    """balanced._norm2 forms L^T L up to 128 columns and applies it as L^T (L x) above:
+    """_bt_core.norm2 forms L^T L up to 128 columns and applies it as L^T (L x) above:
     the same power iteration, a lower estimate of ||L||_2 within its 1e-3 tolerance."""
-    import lti.balanced as bl
+    import lti._bt_core as bl
 
     rng = np.random.default_rng(cols)
     L = rng.standard_normal((cols + 7, cols)) * (0.97 ** np.arange(cols))[None, :]
-    est, exact = bl._norm2(L), np.linalg.norm(L, 2)
+    est, exact = bl.norm2(L), np.linalg.norm(L, 2)
     assert 0.99 * exact <= est <= exact * (1 + 1e-12)
     K = L.T @ L  # the reference iteration on the formed K
     x = K[:, int(np.argmax(np.diagonal(K)))]

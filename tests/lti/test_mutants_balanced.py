@@ -29,7 +29,7 @@ from lti import (
     balanced_truncation_from_factors,
     hankel_singular_values,
 )
-from lti.balanced import _norm2
+from lti._bt_core import norm2 as _norm2
 from lti.gramians import stable_gramian_factors
 from lti.lyapunov import lyapunov_factor
 from lti.testing.systems import heat_2d
