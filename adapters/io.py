@@ -15,7 +15,9 @@ of the parameter (a 0-dim parameter cannot be broadcast by DeepSpeed's engine). 
 file names, the record in the header, the base model's fingerprint; the gate 0-dim. 1: PEFT's
 file names (below). Checkpoints of versions 1 and 2 load bit for bit: a 0-dim gate is read as
 shape (1,) (so is one in a full-model state dict, e.g. an older Trainer checkpoint's
-``model.safetensors``, through :class:`adapters.layer.HRMAdapter`'s state-dict loading). Code
+``model.safetensors``, through :class:`adapters.layer.HRMAdapter`'s state-dict loading); an
+optimizer state saved then (0-dim moments of the gate) is given the gate's shape before the
+optimizer's first step (:mod:`adapters._optimizer_state`). Code
 from before version 3 refuses a version-3 checkpoint with a ``CheckpointError``
 (``format_version`` must be in [1, 2]); it is never loaded wrongly.
 

@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from adapters._optimizer_state import watch_optimizers
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 from adapters.ssm import DiagonalSSM
 
@@ -101,6 +102,7 @@ class HRMAdapter(nn.Module):
         self.gate = nn.Parameter(torch.full((1,), float(gate_init), dtype=p.dtype,
                                             device=p.device))
         self.reads = reads
+        watch_optimizers()  # an optimizer state saved with a 0-dim gate steps (1,) moments
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """``nn.Module._load_from_state_dict`` that reads a 0-dim gate (checkpoints written

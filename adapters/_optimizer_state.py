@@ -1,0 +1,108 @@
+"""Optimizer states saved while :class:`adapters.HRMAdapter`'s gate was 0-dim (formats 1, 2).
+
+Up to checkpoint format 2 the gate was a 0-dim parameter, so an optimizer state saved then (a
+Trainer checkpoint's ``optimizer.pt``, or ``optimizer.state_dict()`` of one's own loop) holds
+0-dim moments for it. The gate now has shape (1,); the model's side of such a checkpoint is
+upgraded where it is read (:func:`adapters.load_adapter`, ``HRMAdapter._load_from_state_dict``),
+but ``torch.optim.Optimizer.load_state_dict`` casts a state entry to the parameter's dtype and
+device, never to its shape. The first ``step`` then fails in every in-place update of the
+foreach and for-loop implementations (Adam, AdamW, SGD with momentum, RMSprop, Adagrad, ...):
+``output with shape [] doesn't match the broadcast shape [1]`` (fused AdamW broadcasts and
+keeps the 0-dim moments).
+
+:func:`upgrade_optimizer_state` gives such entries the parameter's shape (the same value).
+Building the first adapter registers one global optimizer step pre-hook
+(:func:`torch.optim.optimizer.register_optimizer_step_pre_hook`) that does so before an
+optimizer's first step and registers the same upgrade as that optimizer's
+``load_state_dict`` post-hook, so later loads are upgraded too. After the first step of an
+optimizer the hook costs one weak-set lookup per step; it does nothing while compiling
+(call :func:`upgrade_optimizer_state` yourself before a compiled first step of an old state).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+__all__ = ["upgrade_optimizer_state", "watch_optimizers"]
+
+#: Per-parameter entries of torch's optimizers that are 0-dim whatever the parameter's shape.
+SCALAR_KEYS = frozenset({"step", "eta", "mu", "mu_product"})
+
+_watched: weakref.WeakSet = weakref.WeakSet()
+_handle = None
+
+
+def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
+    """Give 0-dim state entries of one-element parameters the parameter's shape, in place.
+
+    An entry is reshaped when its parameter has one element but at least one dimension (the
+    gate's (1,)), the entry is a 0-dim tensor, and it holds a per-element quantity (a
+    moment), not a per-parameter scalar (``step``, ASGD's ``eta``/``mu``, NAdam's
+    ``mu_product``). Which keys are which is read off the optimizer's other parameters (an
+    entry of a parameter's shape is per element, a 0-dim one is a scalar) and falls back to
+    :data:`SCALAR_KEYS`.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+
+    Returns
+    -------
+    int
+        How many entries were reshaped (0 for a state saved with (1,) gates).
+
+    Examples
+    --------
+    >>> p = torch.nn.Parameter(torch.zeros(1))
+    >>> opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+    >>> opt.state[p] = {"momentum_buffer": torch.tensor(0.5)}  # as saved for a 0-dim gate
+    >>> upgrade_optimizer_state(opt), tuple(opt.state[p]["momentum_buffer"].shape)
+    (1, (1,))
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    state = optimizer.state
+    per_element, scalar = set(), set(SCALAR_KEYS)
+    for p in params:
+        entries = state.get(p)  # .get: optimizer.state is a defaultdict
+        if not entries or p.numel() < 2:
+            continue
+        for key, value in entries.items():
+            if isinstance(value, torch.Tensor):
+                if value.shape == p.shape:
+                    per_element.add(key)
+                elif value.dim() == 0:
+                    scalar.add(key)
+    count = 0
+    for p in params:
+        entries = state.get(p)
+        if not entries or p.dim() == 0 or p.numel() != 1:
+            continue
+        for key, value in list(entries.items()):
+            if (isinstance(value, torch.Tensor) and value.dim() == 0
+                    and (key in per_element or key not in scalar)):
+                entries[key] = value.reshape(p.shape)
+                count += 1
+    return count
+
+
+def _after_load(optimizer: torch.optim.Optimizer) -> None:
+    upgrade_optimizer_state(optimizer)
+
+
+def _before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    if torch.compiler.is_compiling() or optimizer in _watched:
+        return
+    _watched.add(optimizer)
+    optimizer.register_load_state_dict_post_hook(_after_load)
+    upgrade_optimizer_state(optimizer)
+
+
+def watch_optimizers() -> None:
+    """Register the global step pre-hook described in the module docstring (once)."""
+    global _handle
+    if _handle is None:
+        _handle = register_optimizer_step_pre_hook(_before_step)
