@@ -10,10 +10,11 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti._validation import stability_margin
+from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 
-__all__ = ["ShiftedSolves", "auto_shifts", "cayley", "mu_of_p", "pair_shifts", "splu_solver",
-           "user_shifts"]
+__all__ = ["SMITH", "ShiftedSolves", "auto_shifts", "cayley", "is_nilpotent_pattern", "mu_of_p",
+           "pair_shifts", "splu_solver", "user_shifts"]
 
 _ARNOLDI_STEPS = 20  # Arnoldi steps with A
 _SI_STEPS = 12  # shift-invert Arnoldi steps with (A - mu_0 I)^{-1}
@@ -22,6 +23,15 @@ _MAX_SHIFTS = 24
 #: fixed model, so that the shifts depend on the input only; measured with splu on 2-D
 #: grids, n = 1e3...1e5: 40-140).
 _LU_COST_IN_SOLVES = 100.0
+#: The continuous-side shift ``p = -1``, i.e. ``mu = inf``: a Smith step ``Z <- [Z, W]``,
+#: ``W <- A W`` (the ADI shift at the eigenvalue 0; no factorisation).
+SMITH = complex(-1.0)
+#: A Ritz pair with residual at most this (absolute) counts as an eigenvalue of ``A`` for
+#: the stability check of :func:`auto_shifts`.
+_RITZ_RES = 1e-8
+#: Ritz values of ``A`` with modulus above ``1 - _NEAR_CIRCLE`` away from the first shift
+#: get a short shift-invert run of their own (the stability check near -1, say).
+_NEAR_CIRCLE = 1e-3
 
 
 def splu_solver(M):
@@ -54,6 +64,11 @@ class ShiftedSolves:
     """Cache of factorisations of ``A - mu I``, one per distinct shift, both orientations."""
 
     def __init__(self, A: sp.csr_matrix, solver):
+        if solver is not None and not callable(solver):
+            raise InvalidArgumentError(
+                "`solver` must be a callable solver(M) -> obj with obj.solve(rhs, trans) "
+                f"(like scipy.sparse.linalg.splu); got {type(solver).__name__}"
+            )
         self.A = A
         self.solver = splu_solver if solver is None else solver
         self.cache: dict[complex, object] = {}
@@ -69,9 +84,15 @@ class ShiftedSolves:
             M = self.A.astype(dtype) - shift * sp.eye(n, dtype=dtype)
             t = time.perf_counter()
             try:
-                self.cache[key] = self.solver(sp.csc_matrix(M))
+                lu = self.solver(sp.csc_matrix(M))
             except RuntimeError as exc:  # splu: "Factor is exactly singular"
                 raise SolverError(f"sparse LU of A - mu I failed at mu = {key:.6g}") from exc
+            if not callable(getattr(lu, "solve", None)):
+                raise InvalidArgumentError(
+                    "the `solver` hook must return an object with a method solve(rhs, trans) "
+                    f"(like scipy.sparse.linalg.splu's SuperLU); got {type(lu).__name__}"
+                )
+            self.cache[key] = lu
             self.t_factor.append(time.perf_counter() - t)
         lu, tr = self.cache[key], "T" if trans else "N"
         t = time.perf_counter()
@@ -79,19 +100,50 @@ class ShiftedSolves:
             X = np.asarray(lu.solve(np.asfortranarray(R, dtype=np.complex128), trans=tr))
         elif np.iscomplexobj(R):  # real factorisation, complex data: two real solves
             RR = np.asfortranarray(np.hstack([R.real, R.imag]))
-            XX = np.asarray(lu.solve(RR, trans=tr)).reshape(RR.shape)
+            XX = _checked_solution(np.asarray(lu.solve(RR, trans=tr)), RR, key, tr)
             X = XX[:, : R.shape[1]] + 1j * XX[:, R.shape[1] :]
         else:
             X = np.asarray(lu.solve(np.asfortranarray(R), trans=tr))
         self.t_solve.append((time.perf_counter() - t) / max(R.shape[1], 1))
-        return X.reshape(R.shape)
+        return _checked_solution(X, R, key, tr)
+
+
+def _checked_solution(X: np.ndarray, R: np.ndarray, mu: complex, tr: str) -> np.ndarray:
+    """The solver hook's answer for the right-hand side ``R`` (n, k): shape (n, k), or (n,)
+    for k = 1 (scipy's 1-D convention), finite; else a typed error naming the hook."""
+    if X.shape != R.shape and not (R.shape[1] == 1 and X.shape == (R.shape[0],)):
+        raise ShapeError(
+            f"the sparse solver's solve(rhs, trans={tr!r}) returned shape {X.shape} for a "
+            f"right-hand side of shape {R.shape} (mu = {mu:.6g}); it must return the "
+            "solution with the shape of rhs"
+        )
+    if not np.all(np.isfinite(X)):
+        raise SolverError(
+            f"the sparse solver returned NaN or inf for A - mu I at mu = {mu:.6g} "
+            f"(trans={tr!r}); is the factorisation singular?"
+        )
+    return X.reshape(R.shape)
+
+
+def is_nilpotent_pattern(A: sp.csr_matrix) -> bool:
+    """True when the directed graph of ``A``'s nonzeros is acyclic (no self-loops, every
+    strongly connected component one node): ``A`` is then a permuted strictly triangular
+    matrix, nilpotent, with every eigenvalue exactly 0 (delay lines, FIR chains)."""
+    from scipy.sparse.csgraph import connected_components
+
+    n = A.shape[0]
+    if n == 0 or np.any(A.diagonal()):
+        return n == 0
+    ncomp, _ = connected_components(A, directed=True, connection="strong")
+    return ncomp == n
 
 
 # ------------------------------------------------------------------------- shifts
 
 
-def _arnoldi_ritz(op, v0: np.ndarray, k: int) -> np.ndarray:
-    """Ritz values of ``op`` from k Arnoldi steps started at ``v0`` (complex128)."""
+def _arnoldi_ritz(op, v0: np.ndarray, k: int, residuals: bool = False):
+    """Ritz values of ``op`` from k Arnoldi steps started at ``v0`` (complex128); with
+    `residuals`, also ``||op x - theta x||`` of each unit Ritz vector x."""
     n = v0.size
     k = min(k, n)
     V = np.zeros((n, k + 1), dtype=v0.dtype)
@@ -109,7 +161,11 @@ def _arnoldi_ritz(op, v0: np.ndarray, k: int) -> np.ndarray:
             j_end = j + 1
             break
         V[:, j + 1] = w / H[j + 1, j]
-    return np.linalg.eigvals(H[:j_end, :j_end]).astype(np.complex128)
+    if not residuals:
+        return np.linalg.eigvals(H[:j_end, :j_end]).astype(np.complex128)
+    theta, Y = np.linalg.eig(H[:j_end, :j_end])
+    Y = Y / np.linalg.norm(Y, axis=0)
+    return theta.astype(np.complex128), np.abs(H[j_end, j_end - 1]) * np.abs(Y[-1])
 
 
 def cayley(lam: np.ndarray) -> np.ndarray:
@@ -118,6 +174,9 @@ def cayley(lam: np.ndarray) -> np.ndarray:
 
 
 def mu_of_p(p: complex) -> complex:
+    """``mu = (1 - p) / (1 + p)``; ``inf`` for the Smith shift ``p = -1``."""
+    if p == SMITH:
+        return complex(np.inf)
     return (1.0 - p) / (1.0 + p)
 
 
@@ -166,13 +225,19 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
                  n_shifts: int | None, trans: bool = False) -> np.ndarray:
     """ADI shifts ``p`` (continuous side, Re p < 0) from Ritz values; see module notes."""
     n = A.shape[0]
+    if is_nilpotent_pattern(A):  # every eigenvalue is 0: Smith steps, exact after <= n
+        return np.array([SMITH])
     rng = np.random.default_rng(0)
     v0 = B @ np.ones(B.shape[1]) + 1e-3 * np.linalg.norm(B) / math.sqrt(n) * rng.standard_normal(n)
     if not np.any(v0):
         v0 = rng.standard_normal(n)
     v0 = v0.astype(np.complex128)
-    ritz_A = _arnoldi_ritz((lambda v: A.T @ v) if trans else (lambda v: A @ v), v0,
-                           _ARNOLDI_STEPS)
+    ritz_A, res_A = _arnoldi_ritz((lambda v: A.T @ v) if trans else (lambda v: A @ v), v0,
+                                  _ARNOLDI_STEPS, residuals=True)
+    absA = abs(A)
+    norm_2 = math.sqrt(float(absA.sum(axis=0).max()) * float(absA.sum(axis=1).max()))
+    margin = stability_margin(n, float(np.linalg.norm(A.data)))  # ||A||_F, as the dense check
+    _check_ritz_stable(ritz_A, res_A, margin)
     inside = ritz_A[np.abs(ritz_A) < 1.0]
     if inside.size == 0:
         raise UnstableSystemError(
@@ -188,10 +253,27 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
     mu0 = 1.0 / theta if theta != 0 else complex(2.0)
     if mu0.imag == 0 and mu0.real < 0:
         mu0 = complex(-mu0.real)  # prefer the slow end near +1
-    si = _arnoldi_ritz(lambda v: solves.solve(mu0, v[:, None], trans)[:, 0], v0, _SI_STEPS)
-    si = si[np.abs(si) > 0]
+    si, res_si = _arnoldi_ritz(lambda v: solves.solve(mu0, v[:, None], trans)[:, 0], v0,
+                               _SI_STEPS, residuals=True)
+    nz = np.abs(si) > 0
+    si, res_si = si[nz], res_si[nz]
     ritz_si = mu0 + 1.0 / si
+    # (A - mu0 I)^{-1} x = nu x + r gives (A - lambda I) x = -(A - mu0 I) r / nu
+    _check_ritz_stable(ritz_si, (norm_2 + abs(mu0)) * res_si / np.abs(si), margin)
     ritz = np.concatenate([inside, ritz_si[np.abs(ritz_si) < 1.0]])
+    # a Ritz value of A near the circle far from 1 / mu0 (e.g. near -1) is resolved by a
+    # short shift-invert run of its own, so that an eigenvalue on the circle there is seen
+    far = ritz_A[(np.abs(ritz_A) >= 1.0 - _NEAR_CIRCLE) & (np.abs(ritz_A - 1.0 / mu0) > 0.1)]
+    if far.size:
+        t1 = complex(far[int(np.argmax(np.abs(far)))])
+        mu1 = 1.0 / (min(abs(t1), 1.0 - 1e-8) * np.exp(1j * np.angle(t1)))
+        mu1 = complex(mu1.real) if abs(mu1.imag) <= 1e-10 else complex(mu1)
+        s1, r1 = _arnoldi_ritz(lambda v: solves.solve(mu1, v[:, None], trans)[:, 0], v0,
+                               _SI_STEPS // 2, residuals=True)
+        nz = np.abs(s1) > 0
+        ritz_1 = mu1 + 1.0 / s1[nz]
+        _check_ritz_stable(ritz_1, (norm_2 + abs(mu1)) * r1[nz] / np.abs(s1[nz]), margin)
+        ritz = np.concatenate([ritz, ritz_1[np.abs(ritz_1) < 1.0]])
     F = cayley(ritz)
     F = F[np.real(F) < 0]
     p0 = cayley(1.0 / mu0)  # the shift whose LU already exists
@@ -209,7 +291,10 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
             k = int(np.argmin(np.abs(np.log(-P.real) - math.log(-p0.real))))
             P[k] = p0
             gain = float(np.max(_adi_gain(P, grid)))
-            cycles = math.ceil(0.5 * math.log(tol) / math.log(gain)) if gain < 1 else 10**6
+            if gain <= 0.0:  # the shifts annihilate every Ritz value (e.g. n = 1)
+                cycles = 1
+            else:
+                cycles = math.ceil(0.5 * math.log(tol) / math.log(gain)) if gain < 1 else 10**6
             cost = (J - 1) * t_lu + 2.0 * cycles * J * t_sol
             if best is None or cost < best[0]:
                 best = (cost, P)
@@ -221,6 +306,25 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
             P = np.concatenate([[p0], P])
     # order: cycle from the slow end (smallest |p|) to the fast end
     return P[np.argsort(np.abs(P), kind="stable")]
+
+
+def _check_ritz_stable(theta: np.ndarray, res: np.ndarray, margin: float) -> None:
+    """UnstableSystemError for a Ritz value that is an eigenvalue of ``A`` on or outside the
+    unit circle up to its residual: ``|theta| - res >= 1 - margin`` with ``res <= 1e-8``
+    (an eigenvalue of a matrix within ``res`` of ``A``; within ``res`` of ``theta`` for
+    normal ``A``). Ritz values of a non-normal ``A`` outside the circle with larger
+    residuals say nothing and are ignored."""
+    bad = (np.abs(theta) - res >= 1.0 - margin) & (res <= _RITZ_RES)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[np.argmax(np.abs(theta[bad]))])
+        lam, r = complex(theta[i]), float(res[i])
+        lam_s = f"{lam.real:.12g}" if abs(lam.imag) <= 1e-14 else f"{lam:.12g}"
+        where = "on" if abs(lam) < 1.0 + margin + r else "outside"
+        raise UnstableSystemError(
+            f"the sparse `A` has an eigenvalue {lam_s} (modulus {abs(lam):.12g}, Ritz "
+            f"residual {r:.2g}) {where} the unit circle: `A` must be Schur-stable "
+            "(spectral radius < 1) for the infinite-horizon Gramians"
+        )
 
 
 def pair_shifts(P: np.ndarray) -> list[complex]:
@@ -238,12 +342,20 @@ def pair_shifts(P: np.ndarray) -> list[complex]:
 
 
 def user_shifts(shifts) -> np.ndarray:
+    """Continuous-side shifts ``p`` of the user's ``mu`` (``mu = inf``: a Smith step)."""
     mu = np.atleast_1d(np.asarray(shifts, dtype=np.complex128))
-    if mu.ndim != 1 or mu.size == 0 or not np.all(np.isfinite(mu)):
-        raise InvalidArgumentError("`shifts` must be 'auto' or a non-empty 1-D array of mu")
-    if np.any(np.abs(mu) <= 1.0):
+    smith = (mu.real == np.inf) & (mu.imag == 0)
+    if mu.ndim != 1 or mu.size == 0 or not np.all(np.isfinite(mu) | smith):
+        raise InvalidArgumentError(
+            "`shifts` must be 'auto' or a non-empty 1-D array of mu (finite, or inf for a "
+            "Smith step)"
+        )
+    finite = mu[~smith]
+    if np.any(np.abs(finite) <= 1.0):
         raise InvalidArgumentError(
             f"ADI shifts `mu` must lie outside the unit disk (|mu| > 1); got min |mu| = "
-            f"{np.min(np.abs(mu)):.6g}"
+            f"{np.min(np.abs(finite)):.6g}"
         )
-    return cayley(1.0 / mu)  # p = (1 - mu)/(1 + mu) = f(1/mu)
+    p = np.full(mu.size, SMITH)
+    p[~smith] = cayley(1.0 / finite)  # p = (1 - mu)/(1 + mu) = f(1/mu)
+    return p

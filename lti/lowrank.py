@@ -36,14 +36,23 @@ tolerance (one LU counted as 100 single-column solves; the ADI gain of a cycle i
 evaluated on the interval); otherwise Penzl's heuristic picks ``J``
 shifts (complex ones in conjugate pairs) from the Ritz set. The shifts are cycled and the
 factorisations are kept, so each distinct shift is factorised once for both Gramians.
+A Ritz pair that is an eigenvalue of ``A`` on or outside the unit circle up to its residual
+(at most 1e-8) raises :class:`~lti.exceptions.UnstableSystemError` naming it; a Ritz value
+near the circle far from the first shift (near -1, say) gets a short shift-invert run of
+its own for that check. A nilpotent pattern (the graph of ``A`` acyclic: delay lines, FIR
+chains, any permuted strictly triangular ``A``) has every eigenvalue at 0, whose shift is
+``mu = inf``: a Smith step ``Z <- [Z, W]``, ``W <- A W`` (no factorisation), exact after at
+most n steps; such ``A`` gets Smith steps only.
 
 Sparse solver hook
 ------------------
 ``solver`` is a callable ``solver(M) -> obj`` receiving ``M = A - mu I`` as a
 ``scipy.sparse.csc_matrix`` (complex for complex ``mu``) and returning an object with
 ``obj.solve(rhs, trans)`` for a dense ``rhs`` of shape (n, k), ``trans`` in
-``{"N", "T"}`` (``M x = rhs`` or ``M^T x = rhs``) -- the interface of
+``{"N", "T"}`` (``M x = rhs`` or ``M^T x = rhs``), returning the solution with the shape
+of ``rhs`` (1-D accepted for k = 1) -- the interface of
 :func:`scipy.sparse.linalg.splu`, which :func:`splu_solver` wraps and which is the default.
+Each answer is checked (shape, finiteness) and a wrong one raises a typed error.
 Pass a distributed or GPU factorisation with the same two methods where one machine's LU is
 not enough.
 """
@@ -59,6 +68,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from lti._adi_shifts import (
+    SMITH,
     ShiftedSolves,
     auto_shifts,
     mu_of_p,
@@ -170,7 +180,8 @@ class LowRankFactor:
     iterations : int
         ADI steps (a complex pair counts as two).
     shifts : ndarray, shape (J,), complex
-        The ADI shifts ``mu`` used (``A - mu I`` factorised once each).
+        The ADI shifts ``mu`` used (``A - mu I`` factorised once each; ``inf``: a Smith
+        step, no factorisation).
     converged : bool
         Whether ``adi_residual <= tol``.
     hsv_rel_error : float or None
@@ -212,8 +223,15 @@ class _ADIRun:
         """One shift (a complex pair: two steps); appends columns, updates ``W``."""
         p = self.shifts[self.j % len(self.shifts)]
         self.j += 1
-        mu = mu_of_p(p)
         W = self.W
+        if p == SMITH:  # mu = inf: Z <- [Z, W], W <- A W (the limit of the real step)
+            self.cols.append(W.copy())
+            A = self.solves.A
+            self.W = np.asarray(A.T @ W if self.trans else A @ W)
+            self.it += 1
+            self._update_residual()
+            return
+        mu = mu_of_p(p)
         Y = self.solves.solve(mu, W, self.trans)
         V = (1.0 + mu) * Y / math.sqrt(2.0)  # (F + p I)^{-1} W_F
         U = 0.5 * (1.0 + mu) * (W + (1.0 + mu) * Y)  # (A + I) V / sqrt(2)
@@ -230,6 +248,9 @@ class _ADIRun:
             self.cols.append(g * math.sqrt(d * d + 1.0) * V.imag)
             self.W = W + g * g * (U.real + d * U.imag)
             self.it += 2
+        self._update_residual()
+
+    def _update_residual(self) -> None:
         res = float(np.linalg.norm(self.W.T @ self.W, 2)) / self.scale
         if not np.isfinite(res):
             raise SolverError("low-rank ADI diverged (non-finite residual); is `A` stable?")
@@ -391,6 +412,15 @@ def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None) -> LowRan
     )
 
 
+def _empty_factor(hsv_err: float | None = None) -> LowRankFactor:
+    """The factor of a system without states (n = 0): nothing to solve."""
+    Z, mus = np.zeros((0, 0)), np.zeros(0, dtype=np.complex128)
+    Z.setflags(write=False)
+    mus.setflags(write=False)
+    return LowRankFactor(Z=Z, residual=0.0, rel_residual=0.0, adi_residual=0.0, iterations=0,
+                         shifts=mus, converged=True, hsv_rel_error=hsv_err)
+
+
 def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
                             n_shifts: int | None = None, max_iter: int = 500, solver=None,
                             compress: bool = True, hsv_rtol: float | None = 1e-9,
@@ -459,12 +489,15 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     if (isinstance(hsv_floor, bool) or not isinstance(hsv_floor, int | float)
             or not 0 <= hsv_floor < 1):
         raise InvalidArgumentError(f"`hsv_floor` must be a number in [0, 1); got {hsv_floor!r}")
+    if isinstance(shifts, str) and shifts != "auto":
+        raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
     solves = ShiftedSolves(A, solver)
+    if n == 0:
+        err = None if hsv_rtol is None else 0.0
+        return _empty_factor(err), _empty_factor(err)
     both = np.hstack([B / max(np.linalg.norm(B), 1e-300), Ct / max(np.linalg.norm(Ct), 1e-300)])
     P = (auto_shifts(A, both, solves, tol, n_shifts) if isinstance(shifts, str)
          else user_shifts(shifts))
-    if isinstance(shifts, str) and shifts != "auto":
-        raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
     plist = pair_shifts(P)
     runs = [_ADIRun(solves, R, trans, plist) for R, trans in ((B, False), (Ct, True))]
     for run in runs:
@@ -502,7 +535,7 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
         Stop when the ADI residual ``||W^T W||_2 <= tol ||B^T B||_2`` (see Notes).
     shifts : "auto" or array_like of complex, optional
         ``"auto"`` (see the module notes) or the ADI shifts ``mu`` (``|mu| > 1``, complex
-        ones in conjugate pairs), cycled.
+        ones in conjugate pairs, ``inf`` for a Smith step), cycled.
     n_shifts : int, optional
         Number of automatic shifts (each costs one sparse LU); ``None`` chooses it by the
         cost model of the module notes for real Ritz spectra, 10 otherwise.
@@ -510,7 +543,10 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
         Maximum number of ADI steps.
     solver : callable, optional
         Sparse factorisation hook ``solver(M) -> obj`` with ``obj.solve(rhs, trans)``
-        (default :func:`splu_solver`, i.e. :func:`scipy.sparse.linalg.splu`).
+        returning an array of the shape of ``rhs`` (or 1-D for one column), see the module
+        notes (default :func:`splu_solver`, i.e. :func:`scipy.sparse.linalg.splu`). Another
+        answer raises ``ShapeError`` (wrong shape), ``SolverError`` (NaN or inf) or
+        ``InvalidArgumentError`` (no ``solve`` method).
     compress : bool, optional
         Compress the columns of ``Z`` (thin QR + SVD), dropping a trailing energy of at most
         ``0.05 tol ||B^T B||``.
@@ -524,7 +560,8 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     Raises
     ------
     UnstableSystemError
-        No Ritz value of ``A`` inside the unit circle, or a diverging ADI residual.
+        An eigenvalue of ``A`` on or outside the unit circle found among the Ritz values
+        (named in the message), no Ritz value inside it, or a diverging ADI residual.
     SolverError
         A singular shifted matrix or a diverging iteration.
     ShapeError, NonFiniteError, InvalidArgumentError
@@ -561,6 +598,8 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     if isinstance(shifts, str) and shifts != "auto":
         raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
     solves = ShiftedSolves(A, solver)
+    if n == 0:
+        return _empty_factor()
     P = (auto_shifts(A, B, solves, tol, n_shifts, trans=transpose)
          if isinstance(shifts, str) else user_shifts(shifts))
     Z, _, it, res = _adi(solves, B, transpose, pair_shifts(P), tol, max_iter)
