@@ -1,13 +1,23 @@
-"""The statistic of ``benchmarks/bench_decode.py``: median of paired per-round ratios with a
-bootstrap interval (no timing here; the benchmark itself is not run)."""
+"""The statistics of ``benchmarks/bench_decode.py`` and its greedy decode loop (no timing here;
+the benchmark itself is not run): paired per-round ratios with a bootstrap interval, the
+lockstep combination of prompt and step ratios, and a loop that makes ``generate``'s tokens."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("scipy", reason="bench_decode's bootstrap needs scipy")
-from benchmarks.bench_decode import paired  # noqa: E402
+pytest.importorskip("transformers", reason="bench_decode's decode loop needs transformers")
+from benchmarks.bench_decode import (  # noqa: E402
+    GreedyDecode,
+    generate,
+    lockstep_paired,
+    lockstep_round,
+    paired,
+    shared_copy,
+)
 
 
 def test_paired_ratio_is_per_round_so_a_drift_common_to_both_arms_cancels():
@@ -33,3 +43,99 @@ def test_paired_interval_covers_the_spread_of_noisy_ratios_and_is_reproducible()
     assert r1["low"] < 1.02 < r1["high"]
     assert 0.003 < r1["high"] - r1["low"] < 0.03
     assert r1["min"] == pytest.approx(float((adapted / base).min()), rel=1e-12, abs=0)
+
+
+def test_lockstep_combines_prompt_and_step_ratios_weighted_by_the_base_times():
+    """Prompt 0.1 s at ratio 1.10, 47 steps of 0.06 s at ratio 1.02, drifts per round and per
+    step common to both arms: generate = (0.1 * 1.10 + 2.82 * 1.02) / 2.92 exactly, and the
+    interval is narrow although the step times themselves vary by 30 % and more."""
+    rng = np.random.default_rng(2)
+    R, S = 12, 47
+    drift_r = 1.0 + 0.3 * rng.random(R)
+    drift_s = drift_r[:, None] * (1.0 + 0.3 * rng.random((R, S)))
+    prompt_b, steps_b = 0.1 * drift_r, 0.06 * drift_s
+    # a neighbour's burst slows 20 % of either arm's turns by half, independently: the paired
+    # median is still the ratio, the ratio of the arms' own medians is not
+    spike_a, spike_b = (1 + 0.5 * (rng.random((2, R, S)) < 0.2))
+    steps_a = 1.02 * steps_b * spike_a
+    steps_b = steps_b * spike_b
+    r = lockstep_paired(1.10 * prompt_b, prompt_b, steps_a, steps_b, resamples=500)
+    assert abs(np.median(steps_a) / np.median(steps_b) - 1.02) > 1e-3
+    assert r["prompt"]["median"] == pytest.approx(1.10, rel=1e-12, abs=0)
+    assert r["step"]["median"] == pytest.approx(1.02, rel=1e-12, abs=0)
+    P, T = float(np.median(prompt_b)), float(np.median(steps_b, axis=0).sum())
+    assert r["prompt_share"] == pytest.approx(P / (P + T), rel=1e-12, abs=0)
+    want = (P * 1.10 + T * 1.02) / (P + T)
+    assert r["generate"]["median"] == pytest.approx(want, rel=1e-12, abs=0)
+    for key in ("prompt", "step", "generate"):
+        assert r[key]["low"] <= r[key]["median"] <= r[key]["high"]
+    assert r["generate"]["high"] - r["generate"]["low"] < 5e-3  # the drifts cancel
+
+
+def test_lockstep_interval_resamples_whole_rounds():
+    """A round that is slow for the adapted arm throughout (e.g. a neighbour's burst on its
+    turns) moves the interval as one unit; reproducible with the fixed seed."""
+    rng = np.random.default_rng(3)
+    R, S = 20, 30
+    steps_b = 0.05 * (1 + 0.01 * rng.standard_normal((R, S)))
+    per_round = 1.02 + 0.03 * rng.standard_normal(R)[:, None]  # round-level noise only
+    steps_a = steps_b * per_round
+    prompt = np.full(R, 0.1)
+    r1 = lockstep_paired(prompt, prompt, steps_a, steps_b, resamples=1000)
+    r2 = lockstep_paired(prompt, prompt, steps_a, steps_b, resamples=1000)
+    assert r1 == r2
+    # with R rounds of round-level noise 0.03 the interval is ~ +-1.96 * 1.25 * 0.03 / sqrt(R)
+    # wide, not the ~ 1/sqrt(R * S) of independent steps
+    width = r1["step"]["high"] - r1["step"]["low"]
+    assert 0.01 < width < 0.06
+    with pytest.raises(ValueError, match=r"\(R, S\)"):
+        lockstep_paired(prompt, prompt, steps_a[:, 0], steps_b[:, 0])
+
+
+@pytest.fixture(scope="module")
+def arms():
+    from adapters import HRMConfig, find_adapters, inject
+    from tests.adapters._tiny import tiny_causal_lm
+
+    base = tiny_causal_lm("llama", vocab=96)
+    base.generation_config.eos_token_id = None  # generate stops only at max_new_tokens
+    torch.manual_seed(0)
+    adapted = inject(shared_copy(base), HRMConfig(d_state=4))
+    with torch.no_grad():
+        for a in find_adapters(adapted).values():
+            a.adapter.gate.fill_(0.5)
+    return {"base": (base, False), "adapted": (adapted, False), "disabled": (adapted, True)}
+
+
+def test_adapted_copy_shares_the_base_weights(arms):
+    base, adapted = arms["base"][0], arms["adapted"][0]
+    shared = {n: p for n, p in adapted.named_parameters() if not n.startswith("hrm_adapters")}
+    assert shared.keys() == dict(base.named_parameters()).keys()
+    assert all(p is shared[n] for n, p in base.named_parameters())
+    assert base.model.layers[0].mlp is not adapted.model.layers[0].mlp  # modules copied
+
+
+def test_greedy_loop_makes_generates_tokens_in_every_arm(arms):
+    """The lockstep loop decodes what ``model.generate`` does, adapters on and off."""
+    torch.manual_seed(1)
+    ids = torch.randint(1, 96, (1, 5))
+    tokens = 9
+    got = lockstep_round(arms, ids, tokens, first=1, clock=iter(range(10**6)).__next__)
+    for name, (model, off) in arms.items():
+        if off:
+            from adapters import disable_adapter
+
+            with disable_adapter(model):
+                want = generate(model, ids, tokens)
+        else:
+            want = generate(model, ids, tokens)
+        assert want.shape == (1, 5 + tokens)
+        assert torch.equal(got[name]["ids"], want), name
+        assert len(got[name]["steps_s"]) == tokens - 1
+        assert got[name]["prompt_s"] > 0 and all(t > 0 for t in got[name]["steps_s"])
+    assert torch.equal(got["base"]["ids"], got["disabled"]["ids"])
+    assert not torch.equal(got["base"]["ids"], got["adapted"]["ids"])  # the branch matters
+    one = GreedyDecode(arms["adapted"][0], ids)
+    one.prefill()
+    one.step()
+    assert torch.equal(one.ids, got["adapted"]["ids"][:, :7])
