@@ -99,6 +99,20 @@ def test_benign_small_systems_keep_smith(n):
 # ------------------------------------------------ the Hammarling kernel on slow decay
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def kernel_path(request, monkeypatch):
+    """Run the test on the BLAS loop (LTI_DISABLE_JIT=1) and on the compiled kernel."""
+    from lti import _jit
+
+    if request.param == "numpy":
+        monkeypatch.setenv("LTI_DISABLE_JIT", "1")
+    elif not _jit.available():
+        pytest.skip("numba not installed (extra 'fast')")
+    else:
+        monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
+    return request.param
+
+
 def _slow_triangular(n, rng, kind):
     """The (complex) Schur triangle of a slowly decaying dense A (spectral radius 0.9999,
     real spectrum for "real"), one diagonal entry set to 0 for the kernel's third branch."""
@@ -123,7 +137,8 @@ def _slow_triangular(n, rng, kind):
 
 @pytest.mark.parametrize("kind", ["real", "complex"])
 @pytest.mark.parametrize("n, m, panel", [(150, 1, 64), (150, 3, 64), (70, 2, 5)])
-def test_kernel_on_slow_decay_matches_the_reference(kind, n, m, panel, monkeypatch):
+def test_kernel_on_slow_decay_matches_the_reference(kind, n, m, panel, monkeypatch,
+                                                    kernel_path):
     from lti import _hammarling
     from tests.lti.test_dense_fast import _reference_hammarling
 
@@ -142,7 +157,7 @@ def test_kernel_on_slow_decay_matches_the_reference(kind, n, m, panel, monkeypat
     assert np.linalg.norm(R) <= 1e-12 * np.linalg.norm(X)
 
 
-def test_kernel_after_a_skipped_row():
+def test_kernel_after_a_skipped_row(kernel_path):
     # column 1 of the right-hand side stays exactly zero (A[0, 1] = 0, C[:, 1] = 0): row 1
     # is skipped and the next solve must not see the previous row's u in its work vector
     from lti._hammarling import hammarling_dense
