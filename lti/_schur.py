@@ -190,10 +190,20 @@ def quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:
     ev = np.diag(T).astype(np.complex128)
     if np.iscomplexobj(T) or n < 2:
         return ev
-    sub = np.flatnonzero(np.diag(T, -1))
-    for k in sub:  # 2x2 block at rows (k, k+1)
+    k = np.flatnonzero(np.diag(T, -1))  # 2x2 blocks at rows (k, k+1), all at once
+    if k.size:
         a, b, c, d = T[k, k], T[k, k + 1], T[k + 1, k], T[k + 1, k + 1]
+        bc = b * c
+        t = np.abs(bc)
+        if t.min() < 2.0 ** -960 or not t.max() < 2.0 ** 960:  # b c under/overflowed:
+            # scale each block by a power of 2 (exact) near its largest entry
+            e = np.frexp(np.max(np.abs([a, b, c, d]), axis=0))[1]
+            sc = np.ldexp(1.0, e)
+            a, b, c, d = a / sc, b / sc, c / sc, d / sc
+            bc = b * c
+        else:
+            sc = 1.0
         half_tr = 0.5 * (a + d)
-        disc = np.sqrt(complex(0.25 * (a - d) ** 2 + b * c))
-        ev[k], ev[k + 1] = half_tr + disc, half_tr - disc
+        disc = np.sqrt((0.25 * (a - d) ** 2 + bc).astype(np.complex128))
+        ev[k], ev[k + 1] = (half_tr + disc) * sc, (half_tr - disc) * sc
     return ev

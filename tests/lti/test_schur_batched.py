@@ -1,0 +1,38 @@
+"""Batched (array-at-once) forms in lti._schur against their one-block-at-a-time loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from lti._schur import quasi_triangular_eigvals
+
+
+def _eigvals_loop(T):
+    """The per-block loop ``quasi_triangular_eigvals`` replaced."""
+    ev = np.diag(T).astype(np.complex128)
+    for k in np.flatnonzero(np.diag(T, -1)):
+        a, b, c, d = T[k, k], T[k, k + 1], T[k + 1, k], T[k + 1, k + 1]
+        half_tr = 0.5 * (a + d)
+        disc = np.sqrt(complex(0.25 * (a - d) ** 2 + b * c))
+        ev[k], ev[k + 1] = half_tr + disc, half_tr - disc
+    return ev
+
+
+@pytest.mark.parametrize("n, rho", [(1, 0.5), (2, 0.9), (9, 0.9), (64, 0.9999), (65, 1e-200),
+                                    (66, 1e200)])
+def test_quasi_triangular_eigvals(n, rho):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    T = sla.schur(A, output="real")[0]
+    ev = quasi_triangular_eigvals(T)
+    if 1e-100 < rho < 1e100:  # the loop's numbers, bit for bit
+        assert np.array_equal(ev, _eigvals_loop(T))
+    else:  # there b c under/overflowed in the loop: the pairs came out real (or inf)
+        assert not np.allclose(_eigvals_loop(T), ev, rtol=1e-3, atol=0, equal_nan=True)
+    if n > 8:
+        assert np.count_nonzero(np.diag(T, -1)) > 2  # pairs present
+        ref = np.sort_complex(np.linalg.eigvals(T))
+        assert np.allclose(np.sort_complex(ev), ref, rtol=0, atol=1e-12 * rho)
