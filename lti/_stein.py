@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas
 
+from lti._jit import kernel
 from lti._schur import SchurForm, complex_triangle, ct, real_schur
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
@@ -17,6 +18,7 @@ from lti.exceptions import SolverError
 __all__ = ["REFINE_RTOL", "SteinRecursion", "congruence", "smith_solve", "solve_schur"]
 
 _LEAF = 64  # leaf size of the recursive Stein solvers (n = 1024: 64-state leaves)
+_LEAF_COMPILED = 48  # with the compiled leaf kernel (capped by _LEAF)
 
 
 class SteinRecursion:
@@ -24,16 +26,21 @@ class SteinRecursion:
 
     Index ranges ``[lo, hi)`` of ``T`` are bisected without cutting 2x2 blocks; couplings
     between halves are matrix products (level-3). At the leaves (at most ``_LEAF``
-    states) the small diagonal blocks are brought to complex triangular form once
-    (cached; one unitary 2x2 rotation per complex pair, applied to the leaf's right-hand
-    side and solution as batched 2x2 products) and the leaf equation is solved column by
-    column with triangular solves.
+    states; ``_LEAF_COMPILED`` with the compiled kernel) the leaf equation is solved by
+    :data:`_leaf_kernel` (numba, in ``T``'s own real or complex arithmetic) when compiled
+    kernels are enabled (``lti._jit``); otherwise the small diagonal blocks are brought
+    to complex triangular form once (cached; one unitary 2x2 rotation per complex pair,
+    applied to the leaf's right-hand side and solution as batched 2x2 products) and the
+    leaf equation is solved column by column with triangular solves (BLAS).
     """
 
     def __init__(self, T: np.ndarray):
         self.T = T
         self.real = not np.iscomplexobj(T)
         self._leaf_forms: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
+        self._kernel = _leaf_kernel.compiled()  # None: the NumPy leaves below
+        self._blocks: dict[tuple[int, int], np.ndarray] = {}
+        self.leaf_size = _LEAF if self._kernel is None else min(_LEAF, _LEAF_COMPILED)
 
     def _split(self, lo: int, hi: int) -> int:
         h = lo + (hi - lo) // 2
@@ -59,8 +66,27 @@ class SteinRecursion:
             self._leaf_forms[key] = form
         return form
 
+    def _block(self, lo: int, hi: int) -> np.ndarray:
+        """The diagonal block ``T[lo:hi, lo:hi]`` in F order (cached) for the kernel."""
+        B = self._blocks.get((lo, hi))
+        if B is None:
+            B = self._blocks[(lo, hi)] = np.asfortranarray(self.T[lo:hi, lo:hi])
+        return B
+
     def leaf(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
-        """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small."""
+        """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small:
+        by the compiled kernel in ``T``'s own arithmetic when numba is enabled, else by
+        the complex triangular form and a column loop of BLAS calls (NumPy)."""
+        if self._kernel is not None:
+            dtype = np.result_type(self.T, R)
+            T1, T2 = self._block(*r1), self._block(*r2)
+            if T1.dtype != dtype:
+                T1, T2 = T1.astype(dtype, order="F"), T2.astype(dtype, order="F")
+            Y = np.empty(R.shape, dtype=dtype, order="F")
+            return self._kernel(T1, T2, np.asfortranarray(R, dtype=dtype), Y)
+        return self._leaf_numpy(r1, r2, R)
+
+    def _leaf_numpy(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
         T1, p1, G1, G1h = self._leaf_form(*r1)
         T2, p2, G2, G2h = self._leaf_form(*r2)
         k1, k2 = R.shape
@@ -90,7 +116,7 @@ class SteinRecursion:
         (lo1, hi1), (lo2, hi2) = r1, r2
         k1, k2 = hi1 - lo1, hi2 - lo2
         T = self.T
-        if k1 <= _LEAF and k2 <= _LEAF:
+        if k1 <= self.leaf_size and k2 <= self.leaf_size:
             return self.leaf(r1, r2, R)
         if k1 >= k2:
             h = self._split(lo1, hi1)
@@ -107,7 +133,7 @@ class SteinRecursion:
     def symmetric(self, r: tuple[int, int], Q: np.ndarray) -> np.ndarray:
         """``T_r X T_r^H - X + Q = 0`` for Hermitian ``Q`` on the range ``r`` of ``T``."""
         lo, hi = r
-        if hi - lo <= _LEAF:
+        if hi - lo <= self.leaf_size:
             X = self.leaf(r, r, Q)
             return 0.5 * (X + ct(X))
         h = self._split(lo, hi)
@@ -122,6 +148,99 @@ class SteinRecursion:
         X = np.empty((hi - lo, hi - lo), dtype=X22.dtype)
         X[:k, :k], X[:k, k:], X[k:, :k], X[k:, k:] = X11, X12, ct(X12), X22
         return X
+
+
+def _leaf_kernel_py(T1, T2, R, Y):
+    """``T1 Y T2^H - Y + R = 0`` for upper (quasi-)triangular ``T1`` (k1 x k1, F order) and
+    ``T2`` (k2 x k2), real or complex, in their own arithmetic (a real block keeps its 2x2
+    blocks: no complex form). Bartels-Stewart by the 1x1 / 2x2 diagonal blocks ``S`` of
+    ``T2`` from the last column; in each block column ``T1 Y_J S^H - Y_J = C`` by the
+    diagonal blocks of ``T1`` from the last row, each a dense system of order 1, 2 or 4
+    (Gaussian elimination, partial pivoting), the rows above updated by column operations
+    (axpy form: vectorizes without reassociation). ``Y`` (F order) is overwritten and
+    returned. Compiled by numba (:data:`_leaf_kernel`); as plain Python it is a slow
+    line-by-line reference for the tests."""
+    k1 = T1.shape[0]
+    k2 = T2.shape[0]
+    zero = np.zeros(1, dtype=Y.dtype)[0]
+    w = np.zeros(k1, dtype=Y.dtype)
+    C = np.zeros((2, k1), dtype=Y.dtype)  # C[c]: the right-hand side of column j0 + c
+    M = np.zeros((4, 4), dtype=Y.dtype)
+    b = np.zeros(4, dtype=Y.dtype)
+    Zs = np.zeros((2, 2), dtype=Y.dtype)
+    j = k2
+    while j > 0:
+        j0 = j - 2 if (j >= 2 and T2[j - 1, j - 2] != 0) else j - 1
+        s = j - j0
+        for c in range(s):  # C[c] = -R[:, j0 + c] - T1 @ (Y[:, j:] @ conj(T2[j0 + c, j:]))
+            for i in range(k1):
+                w[i] = zero
+            for col in range(j, k2):
+                t = np.conj(T2[j0 + c, col])
+                for i in range(k1):
+                    w[i] += Y[i, col] * t
+            for i in range(k1):
+                C[c, i] = -R[i, j0 + c]
+            for p in range(k1):
+                t = w[p]
+                for i in range(min(p + 2, k1)):
+                    C[c, i] -= T1[i, p] * t
+        i = k1
+        while i > 0:  # T1 Y_J S^H - Y_J = C by the row blocks of T1, from the last
+            i0 = i - 2 if (i >= 2 and T1[i - 1, i - 2] != 0) else i - 1
+            r = i - i0
+            m = r * s
+            for a in range(r):
+                for c in range(s):
+                    b[a + r * c] = C[c, i0 + a]
+                    for bb in range(r):
+                        t = T1[i0 + a, i0 + bb]
+                        for d in range(s):
+                            M[a + r * c, bb + r * d] = t * np.conj(T2[j0 + c, j0 + d])
+                    M[a + r * c, a + r * c] -= 1.0
+            for q in range(m):  # Gaussian elimination, partial pivoting
+                piv = q
+                for e in range(q + 1, m):
+                    if abs(M[e, q]) > abs(M[piv, q]):
+                        piv = e
+                if piv != q:
+                    for e in range(m):
+                        tmp = M[q, e]
+                        M[q, e] = M[piv, e]
+                        M[piv, e] = tmp
+                    tmp = b[q]
+                    b[q] = b[piv]
+                    b[piv] = tmp
+                for e in range(q + 1, m):
+                    f = M[e, q] / M[q, q]
+                    for g in range(q + 1, m):
+                        M[e, g] -= f * M[q, g]
+                    b[e] -= f * b[q]
+            for q in range(m - 1, -1, -1):
+                acc = b[q]
+                for g in range(q + 1, m):
+                    acc -= M[q, g] * b[g]
+                b[q] = acc / M[q, q]
+            for a in range(r):
+                for c in range(s):
+                    Y[i0 + a, j0 + c] = b[a + r * c]
+            for a in range(r):  # Zs = Y_IJ S^H; C[:, :i0] -= (T1[:i0, I] Zs)^T
+                for c in range(s):
+                    acc = zero
+                    for d in range(s):
+                        acc += b[a + r * d] * np.conj(T2[j0 + c, j0 + d])
+                    Zs[a, c] = acc
+            for c in range(s):
+                for a in range(r):
+                    t = Zs[a, c]
+                    for e in range(i0):
+                        C[c, e] -= T1[e, i0 + a] * t
+            i = i0
+        j = j0
+    return Y
+
+
+_leaf_kernel = kernel(_leaf_kernel_py)
 
 
 REFINE_RTOL = 1e-13  # one refinement step when ||A X A^H - X + Q||_F exceeds this * ||Q||_F

@@ -13,7 +13,19 @@ import pytest
 import scipy.linalg as sla
 
 import lti._stein as stein
+from lti import _jit
 from lti._schur import real_schur
+
+needs_numba = pytest.mark.skipif(not _jit.available(), reason="numba not installed (extra 'fast')")
+LEAF_MODES = ["numpy", pytest.param("compiled", marks=needs_numba)]
+
+
+def _set_mode(monkeypatch, mode):
+    """Select the leaf implementation: ``SteinRecursion`` reads the switch when built."""
+    if mode == "numpy":
+        monkeypatch.setenv("LTI_DISABLE_JIT", "1")
+    else:
+        monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
 
 
 def _stable(n, rho, seed, m=3):
@@ -51,8 +63,10 @@ def _stein_sylvester_reference(T1, T2, R):
     return np.linalg.solve(K, -R.reshape(-1, order="F")).reshape((k1, k2), order="F")
 
 
+@pytest.mark.parametrize("mode", LEAF_MODES)
 @pytest.mark.parametrize("kind", ["real pairs", "real spectrum", "complex"])
-def test_leaf_matches_the_kronecker_solve(kind):
+def test_leaf_matches_the_kronecker_solve(kind, mode, monkeypatch):
+    _set_mode(monkeypatch, mode)
     rng = np.random.default_rng(21)
     n = 30
     if kind == "real spectrum":  # triangular T: no rotations at all
@@ -65,9 +79,11 @@ def test_leaf_matches_the_kronecker_solve(kind):
         A *= 0.97 / np.max(np.abs(np.linalg.eigvals(A)))
     S = real_schur(A)
     rec = stein.SteinRecursion(S.T)
+    assert (rec._kernel is not None) == (mode == "compiled")
     h = rec._split(0, n)  # never cuts a 2x2 block
-    if kind == "real pairs":
-        assert np.any(np.diag(S.T, -1)), "the test needs complex pairs"
+    if kind == "real pairs":  # 2x2 blocks on both sides: the kernel's 4x4 systems
+        sub = np.diag(S.T, -1)
+        assert np.any(sub[: h - 1]) and np.any(sub[h:]), "the test needs complex pairs"
     for r1, r2 in [((0, h), (h, n)), ((h, n), (0, h)), ((0, n), (0, n)), ((h, n), (h, n))]:
         R = rng.standard_normal((r1[1] - r1[0], r2[1] - r2[0]))
         if kind == "complex":
@@ -78,6 +94,47 @@ def test_leaf_matches_the_kronecker_solve(kind):
         ref = _stein_sylvester_reference(T1, T2, R)
         assert np.linalg.norm(Y - ref) <= 1e-12 * np.linalg.norm(ref)
         assert np.iscomplexobj(Y) == (kind == "complex")
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["real pairs", "complex"])
+def test_leaf_kernel_compiled_matches_its_python_source(kind, monkeypatch):
+    # the kernel's own source run as plain Python is the line-by-line reference
+    _set_mode(monkeypatch, "compiled")
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((9, 9))
+    if kind == "complex":
+        A = A + 1j * rng.standard_normal((9, 9))
+    T = real_schur(0.9 * A / np.max(np.abs(np.linalg.eigvals(A)))).T
+    T1, T2 = np.asfortranarray(T[:5, :5]), np.asfortranarray(T[5:, 5:])
+    R = np.asfortranarray(rng.standard_normal((5, 4)).astype(T.dtype))
+    Yc = stein._leaf_kernel.compiled()(T1, T2, R, np.empty((5, 4), T.dtype, order="F"))
+    Yp = stein._leaf_kernel.py_func(T1, T2, R, np.empty((5, 4), T.dtype, order="F"))
+    assert np.linalg.norm(Yc - Yp) <= 1e-14 * np.linalg.norm(Yp)
+    assert np.linalg.norm(T1 @ Yc @ T2.conj().T - Yc + R) <= 1e-14 * np.linalg.norm(R)
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_recursion_compiled_and_numpy_leaves_agree(kind, monkeypatch):
+    # whole solves (n = 150: many leaves and 2x2 blocks cut nowhere), each mode against
+    # the other and the residual; LTI_DISABLE_JIT=1 is the NumPy fallback
+    rng = np.random.default_rng(8)
+    A, B = _stable(150, 0.999, 8)
+    if kind == "complex":
+        A = A + 1j * rng.standard_normal(A.shape) * 0.5
+        A *= 0.999 / np.max(np.abs(np.linalg.eigvals(A)))
+    Q = B @ B.T
+    S = real_schur(A)
+    X = {}
+    for mode in ["numpy", "compiled"] if _jit.available() else ["numpy"]:
+        _set_mode(monkeypatch, mode)
+        assert (stein.SteinRecursion(S.T)._kernel is None) == (mode == "numpy")
+        X[mode] = stein.solve_schur(A, Q, S, refine=True, factor=B)
+        assert np.array_equal(X[mode], X[mode].conj().T)
+        assert _residual(A, X[mode], Q) <= 1e-13
+    if "compiled" in X:
+        ref = X["numpy"]
+        assert np.linalg.norm(X["compiled"] - ref) <= 1e-11 * np.linalg.norm(ref)
 
 
 @pytest.mark.parametrize("n, rho", [(40, 0.9999), (300, 0.9999), (300, 0.9)])
