@@ -250,6 +250,46 @@ def test_fifty_kills_during_statistics_saves(tmp_path):
     assert outcome["previous"] > 0 and outcome["new"] > 0
 
 
+class PretrainedWriter:
+    """``model.save_pretrained(folder)`` of an adapted tiny GPT-2, overwriting one folder (as
+    ``Trainer.save_model`` does): the adapter checkpoint written beside the model must survive;
+    the base weights are transformers' own file (frozen: the same bytes every save)."""
+
+    def make(self):
+        from tests.adapters._tiny import tiny_gpt2
+
+        return inject(tiny_gpt2(), HRMConfig(d_state=N))
+
+    def stamp(self, model, k):
+        stamp(model, k)
+
+    def save(self, model, directory: Path):
+        model.save_pretrained(directory)
+
+    def read(self, directory: Path) -> float:
+        from tests.adapters._tiny import tiny_gpt2
+
+        model = load_adapter(tiny_gpt2(), directory)
+        values = torch.cat([t.flatten() for t in adapter_state_dict(model).values()]).unique()
+        assert values.numel() == 1, f"a mixed checkpoint: values {values.tolist()[:8]}"
+        return float(values[0])
+
+
+def test_kills_during_save_pretrained_leave_the_previous_or_the_new_adapters(tmp_path):
+    pytest.importorskip("transformers")
+    kills = 4
+    _check(kill_loop(tmp_path, kills, seed=18, writer=PretrainedWriter()), kills)
+
+
+@pytest.mark.slow
+def test_fifty_kills_during_save_pretrained(tmp_path):
+    pytest.importorskip("transformers")
+    kills = 50
+    outcome = kill_loop(tmp_path, kills, seed=1018, writer=PretrainedWriter())
+    _check(outcome, kills)
+    assert outcome["previous"] > 0 and outcome["new"] > 0
+
+
 # ------------------------------------------------------------------ the helper itself
 
 
