@@ -10,12 +10,13 @@ results up to rounding; the tests compare them.
 
 Usage in a module::
 
-    from lti import _jit
+    from lti._jit import kernel    # (``from lti import _jit`` breaks the layout rule
+                                   # against importing private names across modules)
 
     def _kernel_py(T, x):          # plain Python/NumPy loops that numba can compile
         ...
 
-    _kernel = _jit.kernel(_kernel_py)
+    _kernel = kernel(_kernel_py)
 
     def solve(...):
         k = _kernel.compiled()      # None: numba missing or disabled -> NumPy path
