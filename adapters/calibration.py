@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from adapters._wrappers import unwrap_model
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
 from adapters.injection import find_adapters
 from adapters.statistics import (
@@ -53,12 +54,6 @@ class _Probe:
 
     ssm: nn.Module  # float64 copy of the adapter's DiagonalSSM
     stats: LayerStats
-
-
-def _unwrap(model: nn.Module) -> nn.Module:
-    from torch.nn.parallel import DistributedDataParallel
-
-    return model.module if isinstance(model, DistributedDataParallel) else model
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -159,7 +154,8 @@ def calibrate(
     ----------
     model : nn.Module
         A model adapted by :func:`adapters.inject` (possibly wrapped in
-        ``DistributedDataParallel``). It is run in eval mode under ``torch.no_grad()``; the
+        ``DistributedDataParallel``, ``torch.compile``, ``DataParallel`` or a DeepSpeed
+        engine). It is run in eval mode under ``torch.no_grad()``; the
         training flags are restored afterwards.
     batches : iterable
         Each item: a LongTensor of input ids (B, L); a mapping of model inputs
@@ -226,7 +222,7 @@ def calibrate(
         raise AdapterConfigError(
             f"`max_batches` must be a positive int or None; got {max_batches!r}"
         )
-    base = _unwrap(model)
+    base = unwrap_model(model)
     adapted = find_adapters(base)
     if not adapted:
         raise AdapterError("`model` has no HRM adapters; call `adapters.inject` first")

@@ -58,6 +58,7 @@ from torch import nn
 
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
 from adapters._optional import require
+from adapters._wrappers import unwrap_model
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
 from adapters.exceptions import (
     AdapterConfigError,
@@ -110,7 +111,8 @@ def adapter_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor] | N
     Parameters
     ----------
     model : nn.Module
-        A model adapted by :func:`adapters.inject`.
+        A model adapted by :func:`adapters.inject`, possibly wrapped by ``torch.compile``,
+        DDP, ``DataParallel`` or a DeepSpeed engine (keys name the model's own modules).
     state_dict : dict, optional
         A full state dict of ``model`` (keys as ``model.state_dict()``'s, e.g.
         ``"hrm_adapters.model.layers.0.mlp.adapter.gate"``), such as the one a Trainer under
@@ -132,6 +134,7 @@ def adapter_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor] | N
     """
     from adapters.targets import ADAPTERS_ATTR
 
+    model = unwrap_model(model)
     out = {}
     partitioned = []
     given = {} if state_dict is None else state_dict
@@ -185,6 +188,7 @@ def base_fingerprint(model: nn.Module) -> dict[str, Any]:
     >>> base_fingerprint(nn.Linear(2, 2))["architecture"]
     'Linear'
     """
+    model = unwrap_model(model)
     cfg = getattr(model, "config", None)
     text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     return {
@@ -235,7 +239,8 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     Parameters
     ----------
     model : nn.Module
-        A model adapted by :func:`adapters.inject` (reduced adapters included).
+        A model adapted by :func:`adapters.inject` (reduced adapters included), possibly
+        wrapped by ``torch.compile``, DDP, ``DataParallel`` or a DeepSpeed engine.
     directory : str or path-like
         Output directory; created if missing. :data:`WEIGHTS_NAME` and :data:`CONFIG_NAME`
         are replaced atomically; other files in it are left alone.
@@ -266,6 +271,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     the next save.
     """
     st = _require_safetensors()
+    model = unwrap_model(model)
     config = get_adapter_config(model)
     adapters = find_adapters(model)
     tensors = adapter_state_dict(model, state_dict)
@@ -448,7 +454,9 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
     Parameters
     ----------
     model : nn.Module
-        The base model, or one adapted with a compatible config.
+        The base model, or one adapted with a compatible config; possibly wrapped by
+        ``torch.compile``, DDP, ``DataParallel`` or a DeepSpeed engine (the model inside is
+        loaded).
     directory : str or path-like
         A directory written by :func:`save_adapter` (format 3 or 2), or by the old format 1
         (PEFT's file names; read with a ``FutureWarning``).
@@ -460,7 +468,8 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
     Returns
     -------
     nn.Module
-        ``model``, whose adapters now hold the checkpoint's values bit for bit.
+        ``model`` as passed (wrapper included), whose adapters now hold the checkpoint's values
+        bit for bit.
 
     Raises
     ------
@@ -473,6 +482,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
         A base model is left unadapted.
     """
     directory = Path(directory)
+    wrapped, model = model, unwrap_model(model)
     meta, config, tensors = _read_checkpoint(directory)
     saved_base = meta.get("base_model")
     if isinstance(saved_base, dict):
@@ -503,7 +513,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
         if injected_here:
             remove(model)
         raise
-    return model
+    return wrapped
 
 
 def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],

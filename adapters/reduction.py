@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from adapters._wrappers import unwrap_model
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterStabilityError
 from adapters.injection import find_adapters, get_adapter_config, set_adapter_config
 from adapters.report import LayerReduction, ReductionReport
@@ -434,7 +435,8 @@ def reduce(
     ----------
     model : nn.Module
         A model adapted by :func:`adapters.inject` (possibly wrapped in
-        ``DistributedDataParallel``). Modified in place.
+        ``DistributedDataParallel``, ``torch.compile``, ``DataParallel`` or a DeepSpeed
+        engine). Modified in place.
     tol : float, optional
         *Absolute* tolerance (not relative to ``sigma_1`` or to the adapter's norm) on a
         bound *including the gate*: per layer the smallest order r with
@@ -564,9 +566,7 @@ def reduce(
     if method not in BT_METHODS:
         raise AdapterConfigError(f"`method` must be one of {BT_METHODS}; got {method!r}")
     _check_positive("cond_max", cond_max)
-    from torch.nn.parallel import DistributedDataParallel
-
-    base = model.module if isinstance(model, DistributedDataParallel) else model
+    base = unwrap_model(model)
     adapted = find_adapters(base)
     if not adapted:
         raise AdapterError("`model` has no HRM adapters; call `adapters.inject` first")

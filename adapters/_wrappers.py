@@ -1,0 +1,53 @@
+"""The model inside the wrappers that training code puts around it.
+
+``torch.compile(model)`` returns an ``OptimizedModule`` whose submodule names start with
+``_orig_mod.``; ``DistributedDataParallel``, ``DataParallel`` and a DeepSpeed engine hold the
+model as ``.module`` (names ``module.*``). Checkpoints, calibration and reduction name each
+adapter by its module's name in the model itself, so they look through these wrappers first.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+__all__ = ["unwrap_model"]
+
+#: Wrappers (by class name, so that nothing is imported for them) holding the model in
+#: ``.module``: DeepSpeed's engines.
+_MODULE_HOLDERS = ("DeepSpeedEngine", "PipelineEngine")
+
+
+def _inner(model: nn.Module) -> nn.Module | None:
+    name = type(model).__name__
+    if name == "OptimizedModule" and isinstance(getattr(model, "_orig_mod", None), nn.Module):
+        return model._orig_mod
+    if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)) or (
+            name in _MODULE_HOLDERS and isinstance(getattr(model, "module", None), nn.Module)):
+        return model.module
+    return None
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """``model`` without its ``torch.compile`` / DDP / DataParallel / DeepSpeed wrappers.
+
+    Parameters
+    ----------
+    model : nn.Module
+
+    Returns
+    -------
+    nn.Module
+        The innermost model (``model`` itself when it is not wrapped).
+
+    Examples
+    --------
+    >>> net = nn.Linear(2, 2)
+    >>> unwrap_model(nn.DataParallel(net)) is net
+    True
+    """
+    for _ in range(16):  # wrappers nest a few levels at most (compile around DDP, ...)
+        inner = _inner(model)
+        if inner is None:
+            return model
+        model = inner
+    return model

@@ -1,0 +1,92 @@
+"""Checkpoints, calibration and reduction of a model inside ``torch.compile`` /
+``DataParallel`` / ``DistributedDataParallel`` wrappers name the model's own modules.
+
+Before ``adapters/_wrappers.py``, ``save_adapter(torch.compile(model), d)`` wrote keys
+``_orig_mod.model.layers.0.mlp...`` that no plain model loads, ``save_adapter(DDP(model))``
+raised "no HRM adapters", and ``calibrate(DataParallel(model), ...)`` "counted no token".
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from adapters import HRMConfig, calibrate, find_adapters, inject, load_adapter, reduce, save_adapter
+from adapters._wrappers import unwrap_model
+from adapters.io import WEIGHTS_NAME, adapter_state_dict, base_fingerprint
+from tests.adapters._tiny import tiny_causal_lm
+
+pytest.importorskip("transformers")
+IDS = torch.randint(1, 64, (2, 12), generator=torch.Generator().manual_seed(1))
+
+
+def _adapted():
+    model = inject(tiny_causal_lm("llama"), HRMConfig(d_state=8, gate_init=0.5))
+    with torch.no_grad():
+        for a in find_adapters(model).values():
+            a.adapter.ssm.B.add_(0.1)
+    return model
+
+
+@pytest.fixture(scope="module")
+def process_group(tmp_path_factory):
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this session")
+    store = tmp_path_factory.mktemp("pg") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+WRAPPERS = {
+    "compile": lambda m: torch.compile(m),  # not called: wrapping alone renames the modules
+    "DataParallel": nn.DataParallel,  # CPU, no device: calls the module directly
+    "compile(DataParallel)": lambda m: torch.compile(nn.DataParallel(m)),
+    "DDP": "ddp",
+}
+
+
+def _wrap(how, model, request):
+    if WRAPPERS[how] == "ddp":
+        request.getfixturevalue("process_group")
+        return nn.parallel.DistributedDataParallel(model)
+    return WRAPPERS[how](model)
+
+
+@pytest.mark.parametrize("how", WRAPPERS)
+def test_a_wrapped_model_saves_and_loads_under_its_own_names(how, tmp_path, request):
+    model = _adapted()
+    wrapped = _wrap(how, model, request)
+    assert unwrap_model(wrapped) is model
+    want = adapter_state_dict(model)
+    assert adapter_state_dict(wrapped).keys() == want.keys()
+    assert base_fingerprint(wrapped) == base_fingerprint(model)
+    save_adapter(wrapped, tmp_path)
+    fresh = load_adapter(tiny_causal_lm("llama"), tmp_path)  # a plain model reads it
+    got = adapter_state_dict(fresh)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+    for target in (tiny_causal_lm("llama"),  # a base model, adapted by the load
+                   inject(tiny_causal_lm("llama"), HRMConfig(d_state=8))):
+        into = _wrap(how, target, request)
+        assert load_adapter(into, tmp_path) is into
+        got = adapter_state_dict(target)
+        assert all(torch.equal(got[k], want[k]) for k in want)
+    assert (tmp_path / WEIGHTS_NAME).is_file()
+
+
+def test_calibrate_and_reduce_through_data_parallel_equal_the_plain_model():
+    plain, model = _adapted(), _adapted()
+    batches = [IDS, IDS[:, :7]]
+    stats_plain = calibrate(plain, batches, progress=False)
+    stats = calibrate(nn.DataParallel(model), batches, progress=False)
+    a, b = stats_plain.state_dict()["arrays"], stats.state_dict()["arrays"]
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    reduce(plain, stats=stats_plain, order=4, gramian="data")
+    reduce(nn.DataParallel(model), stats=stats, order=4, gramian="data")
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, plain(IDS).logits)
+    assert {k: a.adapter.d_state for k, a in find_adapters(model).items()} == {
+        k: a.adapter.d_state for k, a in find_adapters(plain).items()}
