@@ -71,6 +71,15 @@ CLOCK = {"cpu": time.process_time, "wall": time.perf_counter}
 _clock = CLOCK["cpu"]
 
 
+def jit_line() -> str:
+    """Whether lti's optional compiled kernels (lti._jit, numba) ran, and numba's version."""
+    from lti import _jit
+
+    version = __import__("numba").__version__ if _jit.available() else "not installed"
+    return (f"compiled kernels: lti._jit.enabled() = {_jit.enabled()}, numba {version} "
+            "(compilation happens in an untimed reduction before each n's timings)")
+
+
 def best_time(fn, repeat: int):
     """Minimum over `repeat` runs of the process CPU time (``--clock cpu``: robust on a
     shared machine, equal to the wall time with one BLAS thread) or of the wall time."""
@@ -246,6 +255,8 @@ def main(argv=None) -> int:
             f"{platform.processor() or platform.machine()}; clock: {args.clock} time, best of "
             f"--repeat runs; code: {git_revision()}; random systems: spectral radius "
             f"{args.rho}, m = p = 2, r = n / 4",
+            "",
+            jit_line(),
         ] + (["", args.note] if args.note else [])
         print("\n".join(header) + "\n")
         for n in args.sizes:
@@ -332,7 +343,7 @@ def main(argv=None) -> int:
         (out / f"{args.name}.md").write_text("\n".join(header) + "\n\n" + "\n".join(lines) + "\n")
         keys = ("n", "r", "method", "time_s", "time_over_ab09ad", "time_over_schur",
                 "hinf_error", "bound", "error_over_bound", "reduced_stable")
-        data = dict(command=header[0], blas=header[2], rho=args.rho,
+        data = dict(command=header[0], blas=header[2], jit=header[4], rho=args.rho,
                     rows=[dict(zip(keys, row, strict=True)) for row in rows],
                     hsv=[dict(zip(("n", "compared", "max_rel_diff", "sigma1", "sigman"), h,
                                   strict=True)) for h in hsv_rows],

@@ -29,3 +29,18 @@ def test_rho_and_peers_reach_the_result_files(tmp_path):
     assert np.max(np.abs(np.linalg.eigvals(G.A))) == pytest.approx(0.9999, rel=1e-12)
     bound = balanced_truncation(G, order=2).error_bound
     assert all(row["bound"] == pytest.approx(bound, rel=1e-9) for row in data["rows"])
+
+
+def test_result_files_state_the_compiled_kernels(tmp_path, monkeypatch):
+    from benchmarks import bench_balanced as bb
+    from lti import _jit
+
+    argv = ["--sizes", "8", "--peers", "AB09AD", "--no-modal", "--repeat", "1",
+            "--hinf-max-n", "0", "--out", str(tmp_path), "--name", "jit"]
+    for disabled in ("0", "1"):
+        monkeypatch.setenv("LTI_DISABLE_JIT", disabled)
+        assert bb.main(argv) == 0
+        md = (tmp_path / "jit.md").read_text()
+        assert f"lti._jit.enabled() = {_jit.enabled()}" in md
+        assert json.loads((tmp_path / "jit.json").read_text())["jit"] in md
+    assert "lti._jit.enabled() = False" in md  # the last run was the disabled one
