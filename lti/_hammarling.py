@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas, lapack
 
+from lti._hammarling_real import real_hammarling
 from lti._jit import kernel
 from lti._schur import ct, rotate_columns, rotate_rows_
 from lti.exceptions import SolverError
@@ -24,6 +25,7 @@ __all__ = [
     "hammarling_lower",
     "real_gram_factor",
     "schur_factor",
+    "schur_form_factor",
 ]
 
 _PANEL = 64  # steps between re-packing the active block in Hammarling's method
@@ -319,6 +321,26 @@ def schur_factor(Tc: np.ndarray, idx: np.ndarray, G: np.ndarray, Bs: np.ndarray,
     # or P (U P Gf^H) P (flip); Mp^H Mp = R^T R is real
     rotate_columns(U[:, ::-1] if flip else U, idx, G, inplace=True)  # U becomes Mp
     return real_gram_factor(U), flip
+
+
+def schur_form_factor(schur, Bs: np.ndarray, transpose: bool) -> tuple[np.ndarray, bool]:
+    """:func:`schur_factor` from a :class:`lti._schur.SchurForm` with real ``T``: the
+    compiled real quasi-triangular kernel (:mod:`lti._hammarling_real`, no complex
+    triangle) when compiled kernels are enabled, else (or should a 2x2 step of it not be
+    positive definite) the complex triangle of ``T`` (cached in `schur`)."""
+    T = schur.T
+    if T.dtype == np.float64 and Bs.dtype == np.float64:
+        if transpose:  # T^T Xs T - Xs + Bs Bs^T = 0: A = T
+            WH, C = T.T, compress_rows(Bs.T)
+        else:  # T Xs T^T - ...: A = P T^T P upper quasi-triangular, A^T = P T P
+            WH, C = T[::-1, ::-1], compress_rows(Bs[::-1].T)
+        C = np.array(C, order="F", copy=True)
+        negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel(order="K"))[0]
+        R = real_hammarling(np.asfortranarray(WH), C, negligible)
+        if R is not None:
+            return R, not transpose
+    Tc, idx, G = schur.complex_triangle()
+    return schur_factor(Tc, idx, G, Bs, transpose)
 
 
 def compress_rows(C: np.ndarray) -> np.ndarray:

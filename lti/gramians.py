@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-from lti._hammarling import schur_factor
+from lti._hammarling import schur_form_factor
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factors, try_smith
 from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
@@ -155,7 +155,7 @@ def stable_gramian_factors(
     if Z is None:
         Lc = lyapunov_factor(A, B / b) * b if b > 0 else np.zeros((n, n))
         Lo = lyapunov_factor(A, C.T / c, transpose=True) * c if c > 0 else np.zeros((n, n))
-    else:  # Hammarling on the shared complex triangle of T (lti._hammarling.schur_factor)
+    else:  # Hammarling on T (lti._hammarling.schur_form_factor: real kernel or complex triangle)
         Lc = _schur_coordinate_factor(schur, B, b, False)
         Lo = _schur_coordinate_factor(schur, C.T, c, True)
     if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
@@ -178,8 +178,7 @@ def _schur_coordinate_factor(schur: SchurForm, Bs: np.ndarray, scale: float,
     n = Bs.shape[0]
     if scale == 0:
         return np.zeros((n, n))
-    Tc, idx, Gr = schur.complex_triangle()  # a DiscreteLTI is real: so are T and Bs
-    R, flip = schur_factor(Tc, idx, Gr, Bs / scale, transpose)
+    R, flip = schur_form_factor(schur, Bs / scale, transpose)  # real T and Bs
     L = R.T * scale  # Xs = R^T R (transpose) or P R^T R P: Ls = P R^T
     return L[::-1] if flip else L
 

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
-from lti._hammarling import compress_rows, hammarling_dense, schur_factor
+from lti._hammarling import compress_rows, hammarling_dense, schur_form_factor
 from lti._schur import SchurForm, ct, real_schur
 from lti._slycot import factor_slycot, solve_slycot
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factor, try_smith
@@ -426,10 +426,9 @@ def lyapunov_factor(
         schur = real_schur(M)
     check_stable("A", schur.T, rho=float(np.max(np.abs(schur.eigenvalues()))))
     if real:
-        # Hammarling in Schur coordinates (lti._hammarling.schur_factor): X = Z R^T R Z^T
+        # Hammarling in Schur coordinates (lti._hammarling.schur_form_factor): X = Z R^T R Z^T
         # (transpose) or Z P R^T R P Z^T, P the reversal; L = Zr R^T by one dtrmm
-        Tc, idx, G = schur.complex_triangle()
-        R, flip = schur_factor(Tc, idx, G, schur.Z.T @ Bm, transpose)
+        R, flip = schur_form_factor(schur, schur.Z.T @ Bm, transpose)
         Zr = schur.Z[:, ::-1] if flip else schur.Z
         return blas.dtrmm(1.0, R, Zr, side=1, trans_a=1)  # Zr @ R^T
     Tc, Zc, _, _ = schur.complex_parts()

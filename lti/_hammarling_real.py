@@ -1,0 +1,372 @@
+"""Hammarling's method on the real quasi-triangular Schur form (compiled kernel).
+
+``A^T X A - X + C^T C = 0`` for real upper quasi-triangular ``A`` (1x1 and 2x2 diagonal
+blocks), ``X = U^T U`` with real upper triangular ``U``, in real arithmetic: one step per
+diagonal block of ``A``, as SLICOT's SB03OT does, instead of the complex triangle of
+:mod:`lti._hammarling` (which needs the complex form of ``T``, complex arithmetic and a
+structured QR at the end). Used through :func:`lti._hammarling.schur_form_factor` when compiled
+kernels are enabled (:mod:`lti._jit`); the complex path is the fallback and the reference.
+
+A step with the leading block ``A11`` (p x p), ``a12``, ``A22`` and ``C = [c1, C2]``:
+
+1. ``U11``: ``A11^T U11^T U11 A11 - U11^T U11 + c1^T c1 = 0`` (p = 1: ``||c1|| / sqrt(1 -
+   a^2)``; p = 2: the 3x3 linear system for ``X11``, then its Cholesky factor; ``c1`` scaled
+   by a power of 2 first).
+2. ``[U11 A11; c1] = Q [U11; 0]`` (p = 1: ``Q e1 = [a; c1 / U11]``; p = 2: two Householder
+   reflections), ``Q11, Q21`` the blocks of its first p columns.
+3. ``U12 - Q11^T U12 A22 = Q11^T U11 a12 + Q21^T C2``, by columns of ``A22`` (right-looking:
+   a p x q system per diagonal block of ``A22``, ``q`` = 1 or 2); ``V = U12 A22`` is
+   accumulated on the way.
+4. ``C2 <- `` the last m rows of ``Q^T [U11 a12 + V; C2]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lti._jit import kernel
+
+__all__ = ["real_hammarling"]
+
+
+def _real_rows_py(WH, c, m, U, negligible):
+    """The steps above as loops (compiled by numba). ``WH = A^T`` (n, n) in Fortran order,
+    ``c`` the (m, n) right-hand side factor flattened in Fortran order (overwritten), ``U``
+    (n, n) zeros, filled. Returns 0, or 1 when a 2x2 step's ``X11`` is not numerically
+    positive definite (the caller then takes the complex path)."""
+
+    def _householder(x, h, i0, L):
+        """Reflection ``H = I - tau h h^T`` (``h[i0] = 1``, ``h[:i0] = 0``) with ``H x =
+        beta e_i0`` on the entries ``i0..L-1`` of ``x`` (LAPACK dlarfg); returns (beta, tau)."""
+        alpha = x[i0]
+        xmax = 0.0
+        for i in range(i0 + 1, L):
+            xmax = max(xmax, abs(x[i]))
+        for i in range(L):
+            h[i] = 0.0
+        h[i0] = 1.0
+        if xmax == 0.0:
+            return alpha, 0.0
+        scale = max(xmax, abs(alpha))
+        ss = 0.0
+        for i in range(i0, L):
+            t = x[i] / scale
+            ss += t * t
+        beta = -math.copysign(scale * math.sqrt(ss), alpha)
+        tau = (beta - alpha) / beta
+        f = 1.0 / (alpha - beta)
+        for i in range(i0 + 1, L):
+            h[i] = x[i] * f
+        return beta, tau
+
+
+    def _small_solve(K, F, nk):
+        """``F <- K[:nk, :nk]^-1 F[:nk]`` by Gaussian elimination with partial pivoting (K
+        overwritten); nk <= 4."""
+        for col in range(nk):
+            piv = col
+            big = abs(K[col, col])
+            for r in range(col + 1, nk):
+                if abs(K[r, col]) > big:
+                    big = abs(K[r, col])
+                    piv = r
+            if piv != col:
+                for cc in range(nk):
+                    K[col, cc], K[piv, cc] = K[piv, cc], K[col, cc]
+                F[col], F[piv] = F[piv], F[col]
+            for r in range(col + 1, nk):
+                f = K[r, col] / K[col, col]
+                for cc in range(col + 1, nk):
+                    K[r, cc] -= f * K[col, cc]
+                F[r] -= f * F[col]
+        for r in range(nk - 1, -1, -1):
+            t = F[r]
+            for cc in range(r + 1, nk):
+                t -= K[r, cc] * F[cc]
+            F[r] = t / K[r, r]
+
+    n = WH.shape[0]
+    tiny = 1e-290
+    up = 2.0 ** 600
+    acc0 = np.zeros(n)
+    acc1 = np.zeros(n)
+    r0 = np.zeros(n)
+    r1 = np.zeros(n)
+    v0 = np.zeros(n)
+    v1 = np.zeros(n)
+    q0 = np.zeros(m + 2)
+    q1 = np.zeros(m + 2)
+    h1 = np.zeros(m + 2)
+    h2 = np.zeros(m + 2)
+    z = np.zeros(m + 2)
+    K = np.zeros((4, 4))
+    F = np.zeros(4)
+    Q11 = np.zeros((2, 2))
+    U11 = np.zeros((2, 2))
+    P = np.zeros((2, 2))
+    B = np.zeros((2, 2))
+    j = 0
+    while j < n:
+        p = 2 if (j + 1 < n and WH[j, j + 1] != 0.0) else 1
+        o = j + p
+        k = n - o
+        cmax = 0.0
+        for t in range(p):
+            for i in range(m):
+                cmax = max(cmax, abs(c[i + m * (j + t)]))
+        # ---------------------------------------------------------------- 1. and 2.
+        if p == 1:
+            alpha = WH[j, j]
+            s = math.sqrt(max(1.0 - alpha * alpha, 0.0))
+            cn = 0.0
+            ss = 1.0
+            sc = 1.0
+            if cmax > 0.0:  # scaled 2-norm
+                if cmax < tiny:
+                    sc = up
+                rr = 1.0 / (cmax * sc)
+                ss = 0.0
+                for i in range(m):
+                    t = (c[i + m * j] * sc) * rr
+                    ss += t * t
+                cn = cmax * math.sqrt(ss)
+            if k == 0:
+                U[j, j] = cn / s
+                break
+            if cn <= negligible:
+                j += 1
+                continue
+            nu = cn / s
+            U11[0, 0] = nu
+            # Q e1 = [alpha; c1 / nu] (unit norm: alpha^2 + s^2 = 1)
+            q0[0] = alpha
+            if cn >= tiny:
+                for i in range(m):
+                    q0[1 + i] = c[i + m * j] * (s / cn)
+            else:
+                rr = s / (cmax * sc * math.sqrt(ss))
+                for i in range(m):
+                    q0[1 + i] = (c[i + m * j] * sc) * rr
+            Q11[0, 0] = alpha
+            # reflection H with H [alpha; chat] = -sign(alpha) e1: h = w + sign(alpha) e1
+            sg = 1.0 if alpha >= 0.0 else -1.0
+            h1[0] = alpha + sg
+            for i in range(m):
+                h1[1 + i] = q0[1 + i]
+            tau1 = 1.0 / (1.0 + abs(alpha))  # 2 / (h^T h)
+            P[0, 0] = alpha * nu
+        else:
+            a, b = WH[j, j], WH[j + 1, j]  # A11 = [[a, b], [g, d]]
+            g, d = WH[j, j + 1], WH[j + 1, j + 1]
+            if cmax == 0.0:
+                if k == 0:
+                    break
+                j += 2
+                continue
+            # c1 * 2^e (exact) with its largest entry in [0.5, 1)
+            e = -math.frexp(cmax)[1]
+            e1 = min(e, 1000)
+            s1 = math.ldexp(1.0, e1)
+            s2 = math.ldexp(1.0, e - e1)
+            inv = math.ldexp(1.0, -e1) * math.ldexp(1.0, e1 - e)  # 2^-e
+            g00 = 0.0
+            g01 = 0.0
+            g11 = 0.0
+            for i in range(m):
+                x0 = (c[i + m * j] * s1) * s2
+                x1 = (c[i + m * (j + 1)] * s1) * s2
+                g00 += x0 * x0
+                g01 += x0 * x1
+                g11 += x1 * x1
+            if math.sqrt(g00 + g11) * inv <= negligible:
+                if k == 0:
+                    break
+                j += 2
+                continue
+            # (I - K) [X00, X01, X11] = [g00, g01, g11], K from A11^T X A11
+            K[0, 0], K[0, 1], K[0, 2] = 1.0 - a * a, -2.0 * a * g, -g * g
+            K[1, 0], K[1, 1], K[1, 2] = -a * b, 1.0 - (a * d + b * g), -g * d
+            K[2, 0], K[2, 1], K[2, 2] = -b * b, -2.0 * b * d, 1.0 - d * d
+            F[0], F[1], F[2] = g00, g01, g11
+            _small_solve(K, F, 3)
+            x00, x01, x11 = F[0], F[1], F[2]
+            if not x00 > 0.0:
+                return 1
+            u00 = math.sqrt(x00)
+            u01 = x01 / u00
+            t = x11 - u01 * u01
+            if not t > 0.0:
+                return 1
+            u11 = math.sqrt(t)
+            # [U11s A11; c1s] (scaled) = H1 H2 [R; 0]
+            z[0] = u00 * a + u01 * g
+            z[1] = u11 * g
+            q1[0] = u00 * b + u01 * d
+            q1[1] = u11 * d
+            for i in range(m):
+                z[2 + i] = (c[i + m * j] * s1) * s2
+                q1[2 + i] = (c[i + m * (j + 1)] * s1) * s2
+            beta1, tau1 = _householder(z, h1, 0, m + 2)
+            if beta1 == 0.0:
+                return 1
+            dot = 0.0
+            for i in range(m + 2):
+                dot += h1[i] * q1[i]
+            for i in range(m + 2):
+                q1[i] -= tau1 * dot * h1[i]
+            beta2, tau2 = _householder(q1, h2, 1, m + 2)
+            if beta2 == 0.0:
+                return 1
+            # first two columns of Q = H1 H2, signs so that Q^T [U11 A11; c1] = U11
+            for i in range(m + 2):
+                q0[i] = -tau1 * h1[i]
+            q0[0] += 1.0
+            for i in range(m + 2):
+                z[i] = -tau2 * h2[i] if i >= 1 else 0.0
+            z[1] += 1.0
+            dot = 0.0
+            for i in range(m + 2):
+                dot += h1[i] * z[i]
+            for i in range(m + 2):
+                q1[i] = z[i] - tau1 * dot * h1[i]
+            d0 = 1.0 if beta1 > 0.0 else -1.0
+            d1 = 1.0 if beta2 > 0.0 else -1.0
+            for i in range(m + 2):
+                q0[i] *= d0
+                q1[i] *= d1
+            U11[0, 0], U11[0, 1] = u00 * inv, u01 * inv
+            U11[1, 0], U11[1, 1] = 0.0, u11 * inv
+            Q11[0, 0], Q11[0, 1] = q0[0], q1[0]
+            Q11[1, 0], Q11[1, 1] = q0[1], q1[1]
+            for r in range(2):
+                for rp in range(2):
+                    P[r, rp] = Q11[0, r] * U11[0, rp] + Q11[1, r] * U11[1, rp]
+        for r in range(p):
+            for rp in range(r, p):
+                U[j + r, j + rp] = U11[r, rp]
+        if k == 0:
+            break
+        # ---------------------------------------------------------------- 3.
+        # right-hand side Q11^T U11 a12 + Q21^T C2, a12[r, q] = A[j + r, o + q]
+        for q in range(k):
+            col = m * (o + q)
+            if p == 1:
+                acc = P[0, 0] * WH[o + q, j]
+                for i in range(m):
+                    acc += q0[1 + i] * c[i + col]
+                r0[q] = acc
+            else:
+                x0 = WH[o + q, j]
+                x1 = WH[o + q, j + 1]
+                s0 = P[0, 0] * x0 + P[0, 1] * x1
+                t1 = P[1, 0] * x0 + P[1, 1] * x1
+                for i in range(m):
+                    s0 += q0[2 + i] * c[i + col]
+                    t1 += q1[2 + i] * c[i + col]
+                r0[q] = s0
+                r1[q] = t1
+            acc0[q] = 0.0
+            acc1[q] = 0.0
+        qq = 0
+        while qq < k:
+            w = 2 if (qq + 1 < k and WH[o + qq, o + qq + 1] != 0.0) else 1
+            # B = A22[qq:qq+w, qq:qq+w]; the p*w system (I - B^T kron Q11^T) vec X = vec F
+            for cp in range(w):
+                for cc in range(w):
+                    B[cp, cc] = WH[o + qq + cc, o + qq + cp]  # A[o+qq+cp, o+qq+cc]
+            nk = p * w
+            for cc in range(w):
+                for r in range(p):
+                    fr = r0[qq + cc] if r == 0 else r1[qq + cc]
+                    for t in range(p):
+                        fr += Q11[t, r] * (acc0[qq + cc] if t == 0 else acc1[qq + cc])
+                    F[r + p * cc] = fr
+                    for cp in range(w):
+                        for rp in range(p):
+                            K[r + p * cc, rp + p * cp] = -B[cp, cc] * Q11[rp, r]
+                    K[r + p * cc, r + p * cc] += 1.0
+            _small_solve(K, F, nk)
+            # V = acc + X B for these columns; X stored in r0 / r1 (the solved U12)
+            for cc in range(w):
+                for r in range(p):
+                    vs = acc0[qq + cc] if r == 0 else acc1[qq + cc]
+                    for cp in range(w):
+                        vs += F[r + p * cp] * B[cp, cc]
+                    if r == 0:
+                        v0[qq + cc] = vs
+                    else:
+                        v1[qq + cc] = vs
+            for cc in range(w):
+                r0[qq + cc] = F[p * cc]
+                if p == 2:
+                    r1[qq + cc] = F[1 + p * cc]
+            # acc[:, q] += X[:, cp] A22[qq + cp, q] for the later columns (views: vectorised)
+            lo = qq + w
+            for cp in range(w):
+                wc = WH[o + lo :, o + qq + cp]
+                a0 = acc0[lo:k]
+                x = F[p * cp]
+                for q in range(wc.shape[0]):
+                    a0[q] += x * wc[q]
+                if p == 2:
+                    a1 = acc1[lo:k]
+                    x = F[1 + p * cp]
+                    for q in range(wc.shape[0]):
+                        a1[q] += x * wc[q]
+            qq += w
+        # ---------------------------------------------------------------- 4.
+        for q in range(k):
+            col = m * (o + q)
+            if p == 1:
+                y = U11[0, 0] * WH[o + q, j] + v0[q]
+                dot = h1[0] * y
+                for i in range(m):
+                    dot += h1[1 + i] * c[i + col]
+                dot *= tau1
+                for i in range(m):
+                    c[i + col] -= dot * h1[1 + i]
+            else:
+                x0 = WH[o + q, j]
+                x1 = WH[o + q, j + 1]
+                z[0] = U11[0, 0] * x0 + U11[0, 1] * x1 + v0[q]
+                z[1] = U11[1, 1] * x1 + v1[q]
+                for i in range(m):
+                    z[2 + i] = c[i + col]
+                dot = 0.0
+                for i in range(m + 2):
+                    dot += h1[i] * z[i]
+                dot *= tau1
+                for i in range(m + 2):
+                    z[i] -= dot * h1[i]
+                dot = 0.0
+                for i in range(1, m + 2):
+                    dot += h2[i] * z[i]
+                dot *= tau2
+                for i in range(2, m + 2):
+                    c[i - 2 + col] = z[i] - dot * h2[i]
+        for q in range(k):
+            U[j, o + q] = r0[q]
+            if p == 2:
+                U[j + 1, o + q] = r1[q]
+        j += p
+    return 0
+
+
+_real_rows = kernel(_real_rows_py, error_model="numpy")
+
+
+def real_hammarling(WH: np.ndarray, C: np.ndarray, negligible: float):
+    """``U`` (upper triangular, real) with ``A^T U^T U A - U^T U + C^T C = 0``, ``WH = A^T``
+    (Fortran order, ``A`` upper quasi-triangular), ``C`` (m, n) Fortran order (overwritten);
+    None when compiled kernels are off or a 2x2 step was not positive definite
+    (then the caller takes the complex path)."""
+    n = WH.shape[0]
+    kern = _real_rows.compiled() if n >= 2 else None  # (n = 1: nothing to gain)
+    if kern is None:
+        return None
+    U = np.zeros((n, n), order="F")
+    if kern(WH, C.ravel(order="F"), C.shape[0], U, negligible) != 0:
+        return None
+    return U
