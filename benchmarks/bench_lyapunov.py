@@ -28,6 +28,10 @@ solver (the factored Smith path needs no Schur form and can go below it; the las
 columns name the paths the factor and the solve took: for the solve "schur+F" when Q's low-rank
 factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran).
 
+The header states whether lti's optional compiled kernels (numba, ``lti._jit``) ran and
+numba's version; one untimed warm-up solve and factor (n = 512) precede the timings, so
+their compilation or cache load is not timed.
+
 Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]
 [--out benchmarks/results]`` (``--out`` writes ``lyapunov.md`` with the command and
 ``lyapunov.json``).
@@ -131,6 +135,26 @@ def solve_path(kind, A, Q) -> str:
     X0 = solve_schur(A, Q, factor=F)
     refined = np.linalg.norm(A @ X0 @ A.T - X0 + Q) > REFINE_RTOL * np.linalg.norm(Q)
     return "schur" + ("+F" if F is not None else "") + ("+refine" if refined else "")
+
+
+def jit_info() -> str:
+    """Whether lti's compiled kernels ran (``lti._jit``), and numba's version."""
+    from lti import _jit
+
+    if not _jit.available():
+        return "lti._jit.enabled() = False (numba not installed)"
+    import numba
+
+    return f"lti._jit.enabled() = {_jit.enabled()}, numba {numba.__version__}"
+
+
+def warm_up():
+    """One solve and one factor at n = 512, rho = 0.9999 before any timing: numba's import,
+    compilation (first use) or cache load of every kernel these paths use (the single
+    precision correction included) stay out of the timed calls."""
+    A, B = make_case("dense", 512, 0.9999)
+    solve_discrete_lyapunov(A, B @ B.T)
+    lyapunov_factor(A, B)
 
 
 def timed(fn, clock, repeats):
@@ -287,7 +311,9 @@ def main():
              f"{scipy.__version__}, control {control.__version__}, slycot "
              f"{slycot.__version__}, lti {lti.__version__}; BLAS threads (threadpoolctl): "
              f"{pools}; clock: {args.clock} (min of {args.repeats} for n <= 256, 1 run above); "
-             f"code: {git_revision()}")
+             f"code: {git_revision()}; compiled kernels: {jit_info()} (warm-up solve and "
+             "factor at n = 512 before the timings: compilation / cache load not timed)")
+        warm_up()
         rows, ratios = run_table(args) if args.sizes else ([], [])
         data["rows"], data["ratios"] = rows, ratios
         emit("\n| A | rho | n | method | time [s] | rel. residual |")

@@ -215,3 +215,74 @@ def test_refinement_triggers_at_slow_decay():
     r1 = _residual(A, stein.solve_schur(A, Q, S, refine=True, factor=B), Q)
     assert r0 > stein.REFINE_RTOL
     assert r1 <= 0.5 * r0
+
+
+def _spy_single(monkeypatch):
+    seen = []
+    single = stein._single_correction
+
+    def spy(*args):
+        out = single(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(stein, "_single_correction", spy)
+    return seen
+
+
+@pytest.mark.parametrize("mode", LEAF_MODES)
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_single_precision_correction_keeps_the_accuracy(kind, mode, monkeypatch):
+    # the refinement's recursion in single precision: kept by its probe guard at slow
+    # decay, and the refined residual that of the double-precision correction (to noise)
+    _set_mode(monkeypatch, mode)
+    A, B = _stable(300, 0.9999, 2)
+    if kind == "complex":
+        A = A + 0.5j * np.random.default_rng(2).standard_normal(A.shape)
+        A *= 0.9999 / np.max(np.abs(np.linalg.eigvals(A)))
+        B = B + 1j * B[::-1]
+    Q = B @ B.conj().T
+    S = real_schur(A)
+    monkeypatch.setattr(stein, "_SINGLE_MIN", 10**9)
+    X64 = stein.solve_schur(A, Q, S, refine=True, factor=B)
+    seen = _spy_single(monkeypatch)
+    monkeypatch.setattr(stein, "_SINGLE_MIN", 100)
+    X = stein.solve_schur(A, Q, S, refine=True, factor=B)
+    assert seen == [True]
+    assert np.array_equal(X, X.conj().T)
+    assert _residual(A, X, Q) <= 1.05 * _residual(A, X64, Q)
+    assert _residual(A, X, Q) <= 1e-12
+    assert np.linalg.norm(X - X64) <= 1e-11 * np.linalg.norm(X64)
+
+
+def _nonnormal(n, seed):
+    rng = np.random.default_rng(seed)
+    Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    N = (2.4 / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
+    A = Z @ (np.diag(rng.uniform(-1, 1, n)) + N) @ Z.T
+    return A * (0.95 / np.max(np.abs(np.linalg.eigvals(A)))), rng.standard_normal((n, 2))
+
+
+def test_single_precision_correction_refused_where_it_is_inaccurate(monkeypatch):
+    # strongly non-normal A: the single-precision correction removes less than 99 % of the
+    # residual; the probes see it and the solve takes the double-precision correction
+    A, B = _nonnormal(150, 0)
+    Q = B @ B.T
+    S = real_schur(A)
+    X0 = stein.solve_schur(A, Q, S, factor=B)
+    R = (A @ X0) @ A.T - X0 + Q
+    r0 = np.linalg.norm(R) / np.linalg.norm(Q)
+    assert r0 > stein._SINGLE_MAX_RESIDUAL  # solve_schur would not even try it
+    Rz = S.Z.T @ R @ S.Z
+    assert stein._single_correction(A, R, Rz, S.T, S.Z) is None
+    # what it refused: a correction that leaves most of the residual
+    low = stein.SteinRecursion(S.T.astype(np.float32))
+    scale = np.max(np.abs(Rz))
+    dX = S.Z @ (low.symmetric((0, 150), (Rz / scale).astype(np.float32)) * scale) @ S.Z.T
+    assert np.linalg.norm(R + A @ dX @ A.T - dX) > 0.1 * np.linalg.norm(R)
+    # and through the solve: not tried (first residual too large), same result as without it
+    seen = _spy_single(monkeypatch)
+    monkeypatch.setattr(stein, "_SINGLE_MIN", 100)
+    X = stein.solve_schur(A, Q, S, refine=True, factor=B)
+    monkeypatch.setattr(stein, "_SINGLE_MIN", 10**9)
+    assert seen == [] and np.array_equal(X, stein.solve_schur(A, Q, S, refine=True, factor=B))
