@@ -3,12 +3,16 @@
 ``torch.compile(model)`` returns an ``OptimizedModule`` whose submodule names start with
 ``_orig_mod.``; ``DistributedDataParallel``, ``DataParallel`` and a DeepSpeed engine hold the
 model as ``.module`` (names ``module.*``). Checkpoints, calibration and reduction name each
-adapter by its module's name in the model itself, so they look through these wrappers first.
+adapter by its module's name in the model itself, so they look through these wrappers first,
+down to the model or to a wrapper that was itself adapted (``inject(torch.compile(model))``
+registers the adapters on the wrapper, so that is where they are named from).
 """
 
 from __future__ import annotations
 
 from torch import nn
+
+from adapters.targets import ADAPTERS_ATTR
 
 __all__ = ["unwrap_model"]
 
@@ -37,7 +41,8 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     Returns
     -------
     nn.Module
-        The innermost model (``model`` itself when it is not wrapped).
+        The innermost model, or the outermost wrapper that holds the adapters itself
+        (``model`` when it is not wrapped).
 
     Examples
     --------
@@ -46,7 +51,7 @@ def unwrap_model(model: nn.Module) -> nn.Module:
     True
     """
     for _ in range(16):  # wrappers nest a few levels at most (compile around DDP, ...)
-        inner = _inner(model)
+        inner = None if ADAPTERS_ATTR in model._modules else _inner(model)
         if inner is None:
             return model
         model = inner

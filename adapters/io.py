@@ -293,6 +293,8 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
                                       "format_version": str(FORMAT_VERSION),
                                       _HEADER_KEY: json.dumps(meta, sort_keys=True)})
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{str(directory)!r} is a file; `save_adapter` writes a folder")
     if not directory.is_dir():
         directory.mkdir(parents=True, exist_ok=True)
         fsync_directory(directory.parent)
@@ -576,6 +578,14 @@ def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
     with torch.no_grad():
         for name, adapted in adapters.items():
             state = adapted.adapter.state_dict(keep_vars=True)
+            if any(t.is_meta for t in state.values()):
+                # adapters built on the meta device (inject before the weights exist): a copy
+                # into a meta tensor is a no-op, so the values are assigned, on the target's device
+                device = next((p.device for p in adapted.mlp.parameters() if not p.is_meta),
+                              torch.device("cpu"))
+                adapted.adapter.load_state_dict(
+                    {k: tensors[f"{name}.{k}"].to(device) for k in state}, assign=True)
+                continue
             for key, target in state.items():
                 target.copy_(tensors[f"{name}.{key}"])
 

@@ -447,3 +447,12 @@ def test_save_pretrained_with_a_gathered_state_dict_writes_partitioned_adapters(
     model.save_pretrained(tmp_path / "hf", state_dict=gathered)
     got = adapter_state_dict(load_adapter(tiny("llama"), tmp_path / "hf"))
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_saving_into_a_file_path_is_a_checkpoint_error(tmp_path):
+    path = tmp_path / "not-a-folder"
+    path.write_text("x")
+    model = inject(tiny_lm("llama"), HRMConfig(d_state=4))
+    with pytest.raises(CheckpointError, match="is a file; `save_adapter` writes a folder"):
+        save_adapter(model, path)
+    assert path.read_text() == "x"

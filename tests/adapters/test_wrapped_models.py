@@ -90,3 +90,37 @@ def test_calibrate_and_reduce_through_data_parallel_equal_the_plain_model():
         assert torch.equal(model(IDS).logits, plain(IDS).logits)
     assert {k: a.adapter.d_state for k, a in find_adapters(model).items()} == {
         k: a.adapter.d_state for k, a in find_adapters(plain).items()}
+
+
+def test_a_model_adapted_inside_its_compile_wrapper_round_trips(tmp_path):
+    """``inject(torch.compile(model))`` puts the adapters on the wrapper: they are saved and
+    loaded from there (not looked for inside, where there are none)."""
+    model = inject(torch.compile(tiny_causal_lm("llama")), HRMConfig(d_state=8, gate_init=0.5))
+    save_adapter(model, tmp_path)
+    into = inject(torch.compile(tiny_causal_lm("llama", seed=1)), HRMConfig(d_state=8))
+    load_adapter(into, tmp_path)
+    want, got = adapter_state_dict(model), adapter_state_dict(into)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_adapters_built_on_the_meta_device_are_loaded_not_left_empty(tmp_path):
+    """Low-memory loading: the model and its adapters built on ``meta``, the base weights
+    assigned, then ``load_adapter``; a copy into a meta tensor would be a silent no-op.
+    (GPT-2: no non-persistent buffers, which a state dict does not restore.)"""
+    source = inject(tiny_causal_lm("gpt2"), HRMConfig(d_state=8, gate_init=0.5))
+    save_adapter(source, tmp_path)
+    with torch.device("meta"):
+        model = tiny_causal_lm("gpt2")
+    inject(model, HRMConfig(d_state=8))
+    model.load_state_dict(tiny_causal_lm("gpt2").state_dict(), assign=True, strict=False)
+    load_adapter(model, tmp_path)
+    assert {t.device.type for t in [*model.parameters(), *model.buffers()]} == {"cpu"}
+    want, got = adapter_state_dict(source), adapter_state_dict(model)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, source(IDS).logits)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert trainable and all(n.startswith("hrm_adapters.") for n, p in model.named_parameters()
+                             if p.requires_grad)
+    model(IDS, labels=IDS).loss.backward()
+    assert all(p.grad is not None for p in trainable)
