@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.gramians import gramian_factors
 from lti.lowrank import dense_only
-from lti.system import DiscreteLTI, as_discrete_system
+from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = [
     "HankelNormApproximation",
@@ -39,6 +40,18 @@ _EPS = np.finfo(np.float64).eps
 #: (closer values make ``Sigma_1^2 - sigma^2 I`` too ill-conditioned to invert; the
 #: grouping's defect enters ``rounding_term``).
 TIE_RTOL = 1e-8
+#: Tie tolerances tried in turn: when HSVs closer than the next value break the
+#: construction (rounding moves poles across the axis), they are grouped as one multiple
+#: value, whose defect enters ``rounding_term``.
+TIE_RTOLS = (TIE_RTOL, 1e-6, 1e-4)
+#: Tie tolerance of the feed-through recursion (Glover's D0), whose HSVs are recomputed
+#: from the mirrored antistable part and carry more rounding than those of ``G``.
+CONSTANT_TIE_RTOL = 1e-5
+#: HSVs closer than this (relative gap) get the H-infinity error of the result measured
+#: (:func:`lti.hinf_norm`), see :func:`hankel_norm_approximation`, Notes.
+VERIFY_GAP = 1e-4
+#: Looser grouping tried for the feed-through when the measured error exceeds the bound.
+VERIFY_TIE_RTOL = 1e-3
 #: Multiple of ``n eps kappa (||D||_2 + 2 sum sigma_i) / (1 - rho^2)`` added to
 #: ``rounding_term`` for the floating-point error of the construction (the Cayley maps,
 #: Glover's formulas, the stable/antistable split), see :func:`hankel_norm_approximation`.
@@ -79,6 +92,12 @@ class HankelNormApproximation:
     minimal_order : int
         Number of HSVs above the rounding floor ``n eps ||Lc||_2 ||Lo||_2``: the order of
         the minimal balanced realisation the construction starts from.
+    measured_error : float or None
+        :math:`\\|G - G_r\\|_\\infty` measured by :func:`lti.hinf_norm` (raised by its
+        estimated accuracy) when HSVs from :math:`\\sigma_r` on are closer than
+        ``VERIFY_GAP`` relative, where the construction is ill-conditioned; when the
+        measured value exceeds Glover's bound (a warning says so), ``error_bound`` is this
+        value. ``None`` when not measured.
     """
 
     reduced: object
@@ -91,6 +110,7 @@ class HankelNormApproximation:
     error_bound: float
     multiplicity: int
     minimal_order: int
+    measured_error: float | None = None
 
     def __repr__(self) -> str:
         return (
@@ -235,13 +255,13 @@ def _balanced_continuous(G: DiscreteLTI) -> _Balanced:
     return _Balanced(Ac, Bc, Cc, Dc, hsv, nmin, 2.0 * float(np.sum(hsv[nmin:])), kappa)
 
 
-def _tie_block(s: np.ndarray, r: int) -> tuple[int, int]:
-    """Indices ``lo <= r < hi`` of the HSVs tied with ``s[r]`` (relative gap TIE_RTOL,
+def _tie_block(s: np.ndarray, r: int, rtol: float = TIE_RTOL) -> tuple[int, int]:
+    """Indices ``lo <= r < hi`` of the HSVs tied with ``s[r]`` (relative gap `rtol`,
     chained)."""
     lo, hi = r, r + 1
-    while lo > 0 and s[lo - 1] - s[lo] <= TIE_RTOL * s[lo - 1]:
+    while lo > 0 and s[lo - 1] - s[lo] <= rtol * s[lo - 1]:
         lo -= 1
-    while hi < s.size and s[hi - 1] - s[hi] <= TIE_RTOL * s[hi - 1]:
+    while hi < s.size and s[hi - 1] - s[hi] <= rtol * s[hi - 1]:
         hi += 1
     return lo, hi
 
@@ -309,11 +329,12 @@ def _split_stable(A, B, C, ns_expected: int):
     return T11, Bs, Cs, T22, Bu, Cu
 
 
-def _glover_constant(A, B, C, D):
+def _glover_constant(A, B, C, D, tie_rtol: float = TIE_RTOL):
     """Glover's feed-through for a stable continuous ``H = (A, B, C, D)``: a constant
     ``D0`` with ``||H - D0||_inf <= sum of the distinct HSVs of H``, by removing the
-    smallest distinct HSV at a time (each step's error is all-pass with that HSV).
-    Returns ``(D0, dropped + defects)`` for the rounding term."""
+    smallest distinct HSV at a time (each step's error is all-pass with that HSV; HSVs
+    within `tie_rtol` are one). Returns ``(D0, dropped + defects)`` for the rounding
+    term."""
     extra = 0.0
     while A.shape[0] > 0:
         Gd = DiscreteLTI(*cayley_to_discrete(A, B, C, D))
@@ -321,10 +342,83 @@ def _glover_constant(A, B, C, D):
         extra += bal.dropped
         if bal.nmin == 0:
             return bal.D, extra
-        lo, hi = _tie_block(bal.hsv[: bal.nmin], bal.nmin - 1)
+        lo, hi = _tie_block(bal.hsv[: bal.nmin], bal.nmin - 1, tie_rtol)
         A, B, C, D, defect = _glover(bal, lo, hi)
         extra += 2.0 * defect * np.sqrt(bal.hsv[0] / max(bal.hsv[bal.nmin - 1], _EPS))
     return D, extra
+
+
+def _approximant(bal: _Balanced, r_req: int, tie_rtol: float):
+    """Glover's optimal approximant of order ``lo <= r_req`` with HSVs within `tie_rtol`
+    grouped: ``(A, B, C, D) discrete, lo, hi, tail, rounding`` (``s[lo:hi]`` the tie block
+    of ``sigma_{r_req + 1}``; `tail` the distinct tail; `rounding` the defects and dropped
+    parts). Raises SolverError or UnstableSystemError when rounding moved poles across the
+    axis (HSVs too close for `tie_rtol`)."""
+    s = bal.hsv[: bal.nmin]
+    lo, hi = _tie_block(s, r_req, tie_rtol)
+    Ah, Bh, Ch, Dh, defect = _glover(bal, lo, hi)
+    As, Bs, Cs, Au, Bu, Cu = _split_stable(Ah, Bh, Ch, lo)
+    mirror = (-Au, Bu, -Cu, Dh)
+    D0, extra = _glover_constant(*mirror, max(tie_rtol, CONSTANT_TIE_RTOL))
+    mats = cayley_to_discrete(As, Bs, Cs, D0)
+    # distinct values of the tail: the first of each tie block
+    starts = [hi]
+    while starts[-1] < bal.nmin:
+        starts.append(_tie_block(s, starts[-1], tie_rtol)[1])
+    tail = float(s[lo]) + float(sum(s[j] for j in starts[:-1]))
+    return mats, mirror, D0, lo, hi, tail, extra + 2.0 * defect * np.sqrt(s[0] / s[lo])
+
+
+def _near_tied(s: np.ndarray, lo: int) -> float:
+    """Smallest relative gap between consecutive HSVs from ``s[lo - 1]`` on (inf if none)."""
+    t = s[max(lo - 1, 0):]
+    if t.size < 2:
+        return float("inf")
+    return float(np.min((t[:-1] - t[1:]) / t[:-1]))
+
+
+def _measured_error(G: DiscreteLTI, Gr: DiscreteLTI) -> tuple[float, float]:
+    """``||G - Gr||_inf`` by :func:`lti.hinf_norm`: the value, and the value raised by its
+    estimated accuracy."""
+    from lti.norms import hinf_norm  # lti.norms imports lti.balanced, which is heavier
+
+    h = hinf_norm(G - Gr)
+    acc = h.accuracy if np.isfinite(h.accuracy) else 1e-8
+    return float(h.value), float(h.value) * (1.0 + max(acc, 1e-12))
+
+
+def _checked(G, Gr, bal, r_req, ap, tie_rtol, rounding):
+    """The H-infinity error of the approximant ``ap`` (HSVs near-tied: measured). Above
+    Glover's bound, the construction with the near-ties grouped (``VERIFY_TIE_RTOL``;
+    lower order when `r_req` splits them) replaces it when its measured error is smaller.
+    Returns ``(Gr, measured, ap, tie_rtol)``."""
+    bound = ap[5] + rounding + ap[6]
+    Gr, measured = _verified(G, Gr, ap[1], ap[2], bound, tie_rtol)
+    if measured[0] <= bound or VERIFY_TIE_RTOL <= tie_rtol:
+        return Gr, measured, ap, tie_rtol
+    try:
+        alt = _approximant(bal, r_req, VERIFY_TIE_RTOL)
+    except (SolverError, UnstableSystemError):
+        return Gr, measured, ap, tie_rtol
+    G2 = DiscreteLTI(*alt[0], dt=G.dt)
+    if G2.n and not G2.spectral_radius() < 1.0:
+        return Gr, measured, ap, tie_rtol
+    G2, m2 = _verified(G, G2, alt[1], alt[2], alt[5] + rounding + alt[6], VERIFY_TIE_RTOL)
+    if m2[0] < measured[0]:
+        return G2, m2, alt, VERIFY_TIE_RTOL
+    return Gr, measured, ap, tie_rtol
+
+
+def _verified(G: DiscreteLTI, Gr: DiscreteLTI, mirror, D0, bound: float, tie_rtol: float):
+    """Near-tied HSVs make the feed-through recursion ill-conditioned: measure the
+    H-infinity error, and when it exceeds Glover's `bound` try the feed-through of a looser
+    grouping (``VERIFY_TIE_RTOL``); return ``(Gr, measured error)`` of the better one."""
+    best = (_measured_error(G, Gr), Gr)
+    if best[0][0] > bound and VERIFY_TIE_RTOL > tie_rtol:
+        D1, _ = _glover_constant(*mirror, VERIFY_TIE_RTOL)
+        G1 = DiscreteLTI(Gr.A, Gr.B, Gr.C, Gr.D + (D1 - D0), Gr.dt)
+        best = min(best, (_measured_error(G, G1), G1), key=lambda t: t[0][0])
+    return best[1], best[0]
 
 
 def _check_order(order, n: int) -> int:
@@ -426,6 +520,19 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     not a rigorous bound: ``benchmarks/hankel_rounding.py`` measures it on dense, non-normal,
     resonant and diagonal systems (table in the theory page on Hankel-norm approximation).
 
+    *Near-tied HSVs.* Glover's formulas divide by :math:`\\sigma_i^2 - \\sigma^2`; HSVs
+    that are distinct but close (relative gaps of about 1e-9 to 1e-6) make the
+    construction ill-conditioned: unhandled, the H-infinity error can exceed Glover's
+    bound silently, or a step fails. Therefore (1) the feed-through
+    recursion groups the recomputed HSVs of the mirrored part within ``CONSTANT_TIE_RTOL``;
+    (2) a construction that fails (poles across the axis) is retried with the looser tie
+    tolerances ``TIE_RTOLS``; (3) when HSVs from :math:`\\sigma_r` on are closer than
+    ``VERIFY_GAP``, the H-infinity error is measured with :func:`lti.hinf_norm`
+    (``measured_error``), and above Glover's bound the construction with the near-ties
+    grouped (``VERIFY_TIE_RTOL``) is tried, the better model kept (of the lower order of the
+    tie's start when `order` splits the near-tie: a warning says so); should the measured
+    error still exceed the bound, ``error_bound`` is the measured error, with a warning.
+
     References
     ----------
     K. Glover, "All optimal Hankel-norm approximations of linear multivariable systems
@@ -450,15 +557,16 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     >>> bool(res.lower_bound <= peak * (1 + 1e-9) and peak <= res.error_bound)
     True
     """
-    was_control = not isinstance(sys, DiscreteLTI)
+    was_control = is_control_system(sys)
     G = as_discrete_system(sys)
     dense_only("hankel_norm_approximation()", G)
     r_req = _check_order(order, G.n)
     rho = G.spectral_radius()
-    if not rho < 1.0:
+    margin = stability_margin(G.n, float(np.linalg.norm(G.A)))
+    if not rho < 1.0 - margin:  # the margin of the Gramian solvers (lti._validation)
         raise UnstableSystemError(
-            f"Hankel-norm approximation needs a Schur-stable system: `sys.A` must have "
-            f"spectral radius < 1; got {rho:.6g}"
+            "Hankel-norm approximation needs a Schur-stable system: "
+            + unstable_message("`sys.A`", rho, margin)
         )
     bal = _balanced_continuous(G)
     hsv, nmin = bal.hsv, bal.nmin
@@ -478,32 +586,52 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         mats = cayley_to_discrete(bal.A, bal.B, bal.C, bal.D)
         r, sigma, tail, k = nmin, 0.0, 0.0, 0
     else:
-        lo, hi = _tie_block(s, r_req)
-        if lo < r_req:
-            warnings.warn(
-                f"order {r_req} splits tied Hankel singular values (sigma_{lo + 1} ... "
-                f"sigma_{hi} = {s[r_req]:.6g}): the optimal approximant of order {r_req} "
-                f"has order {lo} and the same Hankel error; returning order {lo}",
-                UserWarning,
-                stacklevel=2,
-            )
-        r, k = lo, hi - lo
-        Ah, Bh, Ch, Dh, defect = _glover(bal, lo, hi)
-        As, Bs, Cs, Au, Bu, Cu = _split_stable(Ah, Bh, Ch, lo)
-        D0, extra = _glover_constant(-Au, Bu, -Cu, Dh)
-        mats = cayley_to_discrete(As, Bs, Cs, D0)
-        sigma = float(s[lo])
-        # distinct values of the tail: the first of each tie block
-        starts = [hi]
-        while starts[-1] < nmin:
-            starts.append(_tie_block(s, starts[-1])[1])
-        tail = sigma + float(sum(s[j] for j in starts[:-1]))
-        rounding += extra + 2.0 * defect * np.sqrt(s[0] / sigma)
+        for i, tie_rtol in enumerate(TIE_RTOLS):  # looser grouping when near-ties break it
+            try:
+                ap = _approximant(bal, r_req, tie_rtol)
+                break
+            except (SolverError, UnstableSystemError) as exc:
+                if i + 1 == len(TIE_RTOLS):
+                    raise SolverError(
+                        f"Glover's construction failed at order {r_req} even with Hankel "
+                        f"singular values within {tie_rtol:g} relative grouped as one "
+                        f"multiple value ({exc}); HSVs: {np.array2string(s, precision=8)}"
+                    ) from exc
+        mats, lo = ap[0], ap[3]
     Gr = DiscreteLTI(*mats, dt=G.dt)
     if Gr.n and not Gr.spectral_radius() < 1.0:
         raise SolverError(
             f"the reduced model came out unstable (spectral radius {Gr.spectral_radius():.6g})"
         )
+    measured = None
+    if r_req < nmin and _near_tied(s, lo) < VERIFY_GAP:
+        Gr, measured, ap, tie_rtol = _checked(G, Gr, bal, r_req, ap, tie_rtol, rounding)
+    if r_req < nmin:
+        _, _, _, lo, hi, tail, extra = ap
+        r, k, sigma = lo, hi - lo, float(s[lo])
+        rounding += extra
+        if lo < r_req:
+            warnings.warn(
+                f"order {r_req} splits tied Hankel singular values (sigma_{lo + 1} ... "
+                f"sigma_{hi} = {s[r_req]:.6g}, within {tie_rtol:g} relative): the optimal "
+                f"approximant of order {r_req} has order {lo} and the same Hankel error "
+                f"up to the tie; returning order {lo}",
+                UserWarning,
+                stacklevel=2,
+            )
+    bound = float(tail + rounding)
+    if measured is not None and measured[0] > bound:
+        warnings.warn(
+            f"near-tied Hankel singular values (smallest relative gap "
+            f"{_near_tied(s, r):.2g}) make Glover's construction ill-conditioned in "
+            f"floating point: the H-infinity error, measured by lti.hinf_norm, is "
+            f"{measured[0]:.6g}, above Glover's bound {bound:.6g}; error_bound is the "
+            "measured error (raised by its estimated accuracy)",
+            UserWarning,
+            stacklevel=2,
+        )
+        bound = measured[1]
+    measured = None if measured is None else measured[1]
     if was_control:
         Gr = Gr.to_control()
     hsv = hsv.copy()
@@ -516,7 +644,8 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         lower_bound=max(sigma - float(rounding), 0.0),
         tail=tail,
         rounding_term=float(rounding),
-        error_bound=float(tail + rounding),
+        error_bound=bound,
         multiplicity=k,
         minimal_order=nmin,
+        measured_error=measured,
     )

@@ -345,7 +345,7 @@ def test_result_commutes_with_the_sign_flip_of_z():
 
 def test_typed_errors():
     G = DiscreteLTI([[0.5, 0.1], [0.0, 0.2]], [[1.0], [1.0]], [[1.0, 0.0]])
-    with pytest.raises(UnstableSystemError, match="spectral radius < 1; got 1.1"):
+    with pytest.raises(UnstableSystemError, match=r"spectral radius < 1\); got 1\.1"):
         hankel_norm_approximation(DiscreteLTI([[1.1]], [[1.0]], [[1.0]]), order=0)
     for bad in (-1, 3, 1.5, True, None, "1"):
         with pytest.raises(InvalidArgumentError, match="`order`"):
