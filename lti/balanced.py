@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.linalg as sla
 
-from lti._bt_core import StableReduction, fro2, hsv_svd, reduce_stable
+from lti._bt_core import Realisation, StableReduction, fro2, hsv_svd, reduce_stable
 from lti._order import TIE_RTOL, check_rule  # noqa: F401 - TIE_RTOL re-exported
 from lti._rounding import ROUNDING_FACTOR, schur_rounding
 from lti._validation import as_float_matrix
@@ -449,7 +449,7 @@ def balanced_truncation(
         # on the Schur path the projections are formed in Schur coordinates
         # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
         S = F.schur
-        Gw = G if S is None else DiscreteLTI(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D, G.dt)
+        Gw = G if S is None else Realisation(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D)
         red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
