@@ -147,7 +147,7 @@ class _Context:
 
     stateful: bool
     past: int
-    mask: torch.Tensor | None  # (B, past + L) bool, True = real token
+    mask: torch.Tensor | None  # (B, past + L) as given (any dtype), nonzero = real token
     cache: Any
     record: _StateRecord | None  # the states to continue from (continuation) or None
     batch: int | None = None  # from input_ids / inputs_embeds (views flattened streams)
@@ -172,12 +172,17 @@ class _Context:
 
 
 def _padded(mask: torch.Tensor, device: torch.device) -> torch.Tensor | None:
-    """``~mask`` on ``device`` (True = a padded position), or None when nothing is padded,
+    """``mask == 0`` on ``device`` (True = a padded position), or None when nothing is padded,
     which is checked only where it costs no device sync (on CPU, not while compiling)."""
     if (mask.device.type == "cpu" and device.type == "cpu"
             and not torch.compiler.is_compiling() and bool(mask.all())):
         return None
-    return ~mask.to(device)
+    return ~mask.to(device, torch.bool)
+
+
+def _detached(t: torch.Tensor) -> torch.Tensor:
+    """``t`` out of the autograd graph (itself where it is in none: one op fewer)."""
+    return t.detach() if t.requires_grad else t
 
 
 def get_adapter_states(cache: Any) -> dict[str, dict[str, torch.Tensor]]:
@@ -355,7 +360,11 @@ class AdapterRuntime:
     def _context(self, module: nn.Module, args: tuple, kwargs: dict) -> _Context:
         bound = dict(zip(self._positional, args, strict=False))
         bound.update(kwargs)
-        cache = next((bound[k] for k in _CACHE_KWARGS if bound.get(k) is not None), None)
+        cache = None
+        for key in _CACHE_KWARGS:
+            cache = bound.get(key)
+            if cache is not None:
+                break
         use_cache = bound.get("use_cache")
         if use_cache is None:
             use_cache = getattr(getattr(module, "config", None), "use_cache", False)
@@ -377,7 +386,6 @@ class AdapterRuntime:
         ids = bound.get("input_ids")
         ids = bound.get("inputs_embeds") if ids is None else ids
         batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
-        mask = None if mask is None else mask.bool()
         ctx = _Context(stateful=stateful, past=past, cache=cache, record=record, mask=mask,
                        batch=batch, weights=None if record is None else record.weights)
         if record is not None and batch is not None and ids.shape[1] == 1:
@@ -400,12 +408,17 @@ class AdapterRuntime:
         if ctx.mask is not None:
             if ctx.mask.shape[0] != ctx.batch:
                 return None  # the general path says what is wrong
-            last = ctx.mask[:, -1:]  # (B, 1)
-            if weights.device.type == "cpu" and not torch.compiler.is_compiling():
-                if not bool(last.all()):  # no device sync on CPU
-                    return None
+            mask = ctx.mask
+            if (mask.device.type == "cpu" and weights.device.type == "cpu"
+                    and not torch.compiler.is_compiling()):
+                try:  # a numpy view: no torch dispatch, no device sync
+                    padded = not mask.numpy()[:, -1].all()
+                except TypeError:  # bfloat16: no numpy dtype
+                    padded = not bool(mask[:, -1:].all())
+                if padded:
+                    return None  # the newest token is padded
             else:
-                keep = last.to(weights.device, weights.dtype).view(-1, 1, 1)
+                keep = (mask[:, -1:] != 0).to(weights.device, weights.dtype).view(-1, 1, 1)
         prev = ctx.record.stack_at(ctx.past)
         if prev is None or prev.weights is not weights:
             prev = _Stack.gather(weights, ctx.record.states_at(ctx.past), ctx.batch)
@@ -525,15 +538,15 @@ class AdapterRuntime:
         if k == 1:
             y_t, s = adapter.step(u[:, head], s)  # one-token decode step
             ys.append(y_t[:, None])
-            history = s.detach().unsqueeze(1)  # (B, 1, N)
+            history = _detached(s).unsqueeze(1)  # (B, 1, N)
         else:  # parallel scan, (B, k, N); one discretisation gives the decode weights too
             y, states, weights = adapter.scan_decoding(u[:, head:], s)
             if not torch.is_grad_enabled():
                 ctx.decode[key] = weights  # the decoding steps' (read once per cache)
             ys.append(y)
             s = states[:, -1]
-            history = states.detach()  # (B, k, N); views made only for a crop
-        ctx.new_states[key] = s.detach()
-        ctx.start_states[key] = start.detach()
+            history = _detached(states)  # (B, k, N); views made only for a crop
+        ctx.new_states[key] = _detached(s)
+        ctx.start_states[key] = _detached(start)
         ctx.history[key] = history
         return ys[0] if len(ys) == 1 else torch.cat(ys, dim=1)

@@ -140,6 +140,9 @@ class AdaptedMLP(nn.Module):
         object.__setattr__(self, "_mlp", mlp)
         object.__setattr__(self, "_source", mlp if source is None else source)
         self.reads = reads
+        self._reads_input = reads == "mlp_input"
+        # the stream is the target's first positional argument or its output (no pair hook)
+        self._direct = source is None or source is mlp or not self._reads_input
         self.adapter_name = name
         self.input_name = input_name
         self._runtime = None  # an adapters.generation.AdapterRuntime once injected
@@ -187,8 +190,20 @@ class AdaptedMLP(nn.Module):
         self._inner = self._saved_forward = None
 
     def _adapted_forward(self, *args, **kwargs):
-        """The target's ``forward`` with the branch added to its output."""
-        return self._add_branch(args, kwargs, self._inner(*args, **kwargs))
+        """The target's ``forward`` with the branch added to its output.
+
+        A decode step of a target called with its stream first and returning one tensor (the
+        common case) goes straight to the runtime's fast step; the rest to :meth:`_add_branch`.
+        """
+        output = self._inner(*args, **kwargs)
+        runtime = self._runtime
+        if (runtime is not None and runtime.plan is not None and self._direct and args
+                and type(output) is torch.Tensor and not runtime.disabled):
+            out = runtime.plan.step(self.adapter_name, args[0] if self._reads_input else output,
+                                    output)
+            if out is not None:
+                return out
+        return self._add_branch(args, kwargs, output)
 
     def _first_argument(self, args: tuple, kwargs: dict) -> torch.Tensor:
         if args:
@@ -225,7 +240,9 @@ class AdaptedMLP(nn.Module):
                 )
         out = None if plan is None else plan.step(self.adapter_name, stream, h)
         if out is None:
-            y = self.branch(stream).reshape(h.shape)
+            y = self.branch(stream)
+            if y.shape != h.shape:
+                y = y.reshape(h.shape)
             # one rounding to the target's dtype (a float32 branch beside a bf16/fp16 model)
             out = h + y if y.dtype == h.dtype else (h.to(y.dtype) + y).to(h.dtype)
         return (out, *output[1:]) if isinstance(output, tuple) else out
@@ -265,9 +282,10 @@ class AdaptedMLP(nn.Module):
                 f"the adapter at {self.adapter_name!r} needs a (B, L, H) stream; got shape "
                 f"{tuple(shape)}"
             )
-        u = stream.to(self.adapter.gate.dtype)  # (B, L, H)
+        dtype = self.adapter.gate.dtype
+        u = stream if stream.dtype == dtype else stream.to(dtype)  # (B, L, H)
         y = runtime.branch(self, u) if runtime is not None else self.adapter(u)
-        return y.reshape(shape)
+        return y if y.shape == shape else y.reshape(shape)
 
     def forward(self, x: torch.Tensor, *args, **kwargs):
         """Call the target (its wrapped ``forward`` adds the branch once attached).
