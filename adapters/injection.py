@@ -26,6 +26,7 @@ L length, H model width.
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -189,6 +190,22 @@ class AdaptedMLP(nn.Module):
                 mlp.forward = self._saved_forward
         self._inner = self._saved_forward = None
 
+    def __getstate__(self):
+        # pickle stores a bound method as getattr(obj, name), which on loading would give the
+        # target's instance ``forward`` (this wrapper itself): keep the function, bind it again
+        state = super().__getstate__()
+        for key in ("_inner", "_saved_forward"):
+            f = state.get(key)
+            if isinstance(f, types.MethodType) and f.__self__ is self._mlp:
+                state[key] = _Unbound(f.__func__)
+        return state
+
+    def __setstate__(self, state):
+        for key in ("_inner", "_saved_forward"):
+            if isinstance(state.get(key), _Unbound):
+                state[key] = types.MethodType(state[key].func, state["_mlp"])
+        super().__setstate__(state)
+
     def _adapted_forward(self, *args, **kwargs):
         """The target's ``forward`` with the branch added to its output.
 
@@ -323,6 +340,13 @@ class AdaptedMLP(nn.Module):
         return f"target={self.adapter_name!r}, reads={self.reads!r}"
 
 
+class _Unbound:
+    """A target's forward function while an :class:`AdaptedMLP` is pickled."""
+
+    def __init__(self, func):
+        self.func = func
+
+
 def _module_device(module: nn.Module) -> torch.device:
     for t in (*module.parameters(), *module.buffers()):
         return t.device
@@ -454,7 +478,7 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     runtime.attach(model)
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
     if callable(getattr(type(model), _SAVE_ATTR, None)):
-        object.__setattr__(model, _SAVE_ATTR, types.MethodType(_save_pretrained, model))
+        object.__setattr__(model, _SAVE_ATTR, functools.partial(_save_pretrained, model))
     return model
 
 

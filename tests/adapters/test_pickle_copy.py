@@ -45,11 +45,7 @@ def _torch_saved(model):
 
 
 COPIES = {"deepcopy": copy.deepcopy, "pickle": _pickled, "torch.save": _torch_saved}
-_PICKLE_BUG = pytest.mark.xfail(
-    strict=True, reason="adapters/injection.py binds save_pretrained and keeps the target's "
-    "forward as bound methods, which pickle re-resolves by name on loading ('_save_pretrained' "
-    "missing; the wrapper calling itself); fix posted for injection.py's owner (BULLETIN)")
-CASES = [pytest.param(how, marks=() if how == "deepcopy" else _PICKLE_BUG) for how in COPIES]
+CASES = list(COPIES)
 
 
 @pytest.mark.parametrize("how", CASES)
