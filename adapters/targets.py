@@ -23,14 +23,14 @@ belong to different streams there, so the decoder adapters' state could not be k
 
 :func:`resolve_targets` checks, before the model is touched, that each target's input and
 output widths are H (from its linear layers, or a dry run on the meta device when it has
-none) and that its forward takes the stream as its first argument, and raises
+none, e.g. the mixture-of-experts block of Mixtral, whose experts are 3-D parameters) and
+that its forward takes the stream as its first argument, and raises
 :class:`~adapters.exceptions.AdapterShapeError` or
 :class:`~adapters.exceptions.TargetModulesNotFoundError` naming the modules that would work.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import re
 from collections.abc import Sequence
@@ -356,14 +356,25 @@ def _widths(module: nn.Module) -> tuple[int | None, int | None]:
 
 
 def _dry_run_width(module: nn.Module, width: int) -> int | None:
-    """Output width of ``module`` on a meta tensor (1, 2, H), or None when it cannot be run."""
-    try:
-        probe = copy.deepcopy(module).to("meta")
-        out = probe(torch.empty(1, 2, width, device="meta"))
-    except Exception:  # noqa: BLE001 - any failure means "cannot tell"; reported by the caller
-        return None
-    out = out[0] if isinstance(out, tuple) else out
-    return int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 3 else None
+    """Output width of ``module`` on a meta tensor (1, 2, H), or None when it cannot be run.
+
+    The module runs with meta stand-ins for its parameters and buffers (nothing is copied),
+    in float32 and, failing that, in bfloat16: some meta kernels accept only bfloat16 (the
+    grouped matmul of mixture-of-experts blocks such as Mixtral's)."""
+    from torch.func import functional_call
+
+    for dtype in (torch.float32, torch.bfloat16):
+        try:
+            stand_ins = {n: torch.empty_like(t, device="meta",
+                                             dtype=dtype if t.is_floating_point() else t.dtype)
+                         for n, t in (*module.named_parameters(), *module.named_buffers())}
+            out = functional_call(module, stand_ins,
+                                  (torch.empty(1, 2, width, device="meta", dtype=dtype),))
+        except Exception:  # noqa: BLE001 - any failure means "cannot tell"; reported by caller
+            continue
+        out = out[0] if isinstance(out, tuple) else out
+        return int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 3 else None
+    return None
 
 
 def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -> str | None:

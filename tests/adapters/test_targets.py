@@ -106,3 +106,41 @@ def test_nothing_matching_lists_the_modules_that_would_work():
     msg = str(info.value)
     assert "model.layers.0.mlp" in msg and "model.layers.1.self_attn" in msg
     assert "gate_proj" not in msg and "layernorm" not in msg
+
+
+def _tiny_mixtral():
+    torch.manual_seed(0)
+    cfg = transformers.MixtralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, num_local_experts=2, num_experts_per_tok=1,
+        bos_token_id=0, eos_token_id=0)
+    return transformers.MixtralForCausalLM(cfg).eval()
+
+
+def test_a_mixture_of_experts_block_is_adapted(tmp_path):
+    """Mixtral's ``mlp`` has no linear layer (3-D expert parameters) and its meta kernels take
+    only bfloat16: the width check's dry run falls back to bfloat16 instead of refusing it."""
+    from adapters import load_adapter, save_adapter
+    from adapters.io import adapter_state_dict
+
+    model = _tiny_mixtral()
+    with torch.no_grad():
+        base = model(IDS).logits
+    inject(model, HRMConfig(d_state=4))
+    assert list(find_adapters(model)) == ["model.layers.0.mlp", "model.layers.1.mlp"]
+    with torch.no_grad():
+        assert torch.equal(model(IDS).logits, base)
+        for a in find_adapters(model).values():
+            a.adapter.gate.fill_(0.5)
+        full = model(IDS).logits
+    assert (full - base).abs().max() > 1e-2
+    cached = model.generate(IDS[:1], **GEN)
+    uncached = model.generate(IDS[:1], use_cache=False, **GEN)
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert max((a - b).abs().max().item() for a, b in zip(cached.logits, uncached.logits,
+                                                          strict=True)) < 1e-5
+    save_adapter(model, tmp_path)
+    fresh = load_adapter(_tiny_mixtral(), tmp_path)
+    with torch.no_grad():
+        assert torch.equal(fresh(IDS).logits, full)
+    assert adapter_state_dict(fresh).keys() == adapter_state_dict(model).keys()
