@@ -68,3 +68,67 @@ def test_control_system_in_control_system_out_with_its_dt():
     sys = _system(0.1).to_control()
     res = balanced_truncation(sys, order=3)
     assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.1
+
+
+# ------------------------------------------- audit: SISO squeeze, impulse, dt, HNA
+
+
+def test_siso_layouts_against_control_default_squeeze():
+    """python-control squeezes SISO results by default ((k,) and (T,)); lti never does:
+    ``G.frequency_response(theta)[:, 0, 0]`` and ``G.simulate(u)[:, 0]``."""
+    G = DiscreteLTI(np.diag([0.5, -0.3, 0.8]), [[1.0], [2.0], [-1.0]], [[0.3, 1.0, 2.0]],
+                    [[0.4]], 0.1)
+    sys = G.to_control()
+    w = np.array([0.2, 3.0, 20.0])  # rad/s
+    ref = control.frequency_response(sys, w).complex
+    assert ref.shape == (3,)
+    np.testing.assert_allclose(G.frequency_response(w * 0.1)[:, 0, 0], ref, rtol=1e-13, atol=0)
+    u = np.random.default_rng(2).standard_normal(25)
+    out = control.forced_response(sys, T=np.arange(25) * 0.1, U=u).outputs
+    assert out.shape == (25,)
+    np.testing.assert_allclose(G.simulate(u)[:, 0], out, rtol=1e-12, atol=1e-13)
+
+
+def test_markov_against_control_impulse_response():
+    """control.impulse_response of a discrete system applies a pulse of unit area
+    (u_0 = 1/dt): outputs (p, m, T) = [D, C B, C A B, ...] / dt; lti's markov(k) is
+    (k, p, m) = [C B, C A B, ...] without D."""
+    dt = 0.1
+    G = _system(dt)
+    r = control.impulse_response(G.to_control(), T=np.arange(7) * dt)
+    assert r.outputs.shape == (G.p, G.m, 7)
+    np.testing.assert_allclose(r.outputs[..., 0] * dt, G.D, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(np.moveaxis(r.outputs[..., 1:], -1, 0) * dt, G.markov(6),
+                               rtol=1e-12, atol=1e-13)
+
+
+def test_norms_of_a_control_system_match_control_norm():
+    G = _system(0.1)
+    sys = G.to_control()
+    from lti import h2_norm
+
+    assert h2_norm(sys) == pytest.approx(control.norm(sys, p=2), rel=1e-10, abs=0)
+    assert hinf_norm(sys).value == pytest.approx(control.norm(sys, p="inf"), rel=1e-8, abs=0)
+
+
+def test_dt_none_is_read_as_discrete():
+    """python-control's dt=None (unspecified timebase) is read as discrete, dt=True (lti
+    is discrete-time only); control's own norms treat such a system as continuous, so the
+    two libraries differ there: documented, not matched."""
+    G = _system(True)
+    sys = control.ss(G.A, G.B, G.C, G.D, None)
+    assert DiscreteLTI.from_control(sys).dt is True
+    assert hinf_norm(sys) == hinf_norm(G.to_control())
+    assert balanced_truncation(sys, order=2).reduced.dt is True
+
+
+def test_hankel_norm_approximation_control_in_control_out():
+    from lti import hankel_norm_approximation
+
+    G = _system(0.25)
+    res = hankel_norm_approximation(G.to_control(), order=2)
+    assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.25
+    tf = control.ss2tf(G.to_control()[0, 0])
+    res_tf = hankel_norm_approximation(tf, order=1)
+    assert isinstance(res_tf.reduced, control.StateSpace) and res_tf.reduced.dt == 0.25
+    assert res_tf.reduced.nstates == 1
