@@ -477,9 +477,14 @@ def resolve_targets(model: nn.Module, config) -> list[Target]:
     if not names:
         width = config.d_model or _model_width(model)
         cands = _valid_candidates(model, width, config.reads)
+        hint = ""
+        if isinstance(config.target_modules, str) and find_target_modules(
+                model, (config.target_modules,)):
+            hint = (f" (a string is a regular expression matched against the whole dotted "
+                    f"name; the list [{config.target_modules!r}] matches it as a name suffix)")
         raise TargetModulesNotFoundError(
             f"`target_modules`={config.target_modules!r} matches no module of "
-            f"{type(model).__name__}; candidates: {_shown(cands)}"
+            f"{type(model).__name__}{hint}; candidates: {_shown(cands)}"
         )
     sites: dict[str, str] = {}
     for name in names:

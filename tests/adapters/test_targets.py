@@ -144,3 +144,12 @@ def test_a_mixture_of_experts_block_is_adapted(tmp_path):
     with torch.no_grad():
         assert torch.equal(fresh(IDS).logits, full)
     assert adapter_state_dict(fresh).keys() == adapter_state_dict(model).keys()
+
+
+def test_a_plain_name_given_as_a_string_says_it_is_a_regular_expression():
+    with pytest.raises(TargetModulesNotFoundError, match=r"regular expression .* the list "
+                       r"\['mlp'\] matches it as a name suffix\); candidates: .*layers.0.mlp"):
+        inject(tiny_causal_lm("llama"), HRMConfig(d_state=4, target_modules="mlp"))
+    with pytest.raises(TargetModulesNotFoundError) as info:  # no hint when a list would not help
+        inject(tiny_causal_lm("llama"), HRMConfig(d_state=4, target_modules="mlpx"))
+    assert "regular expression" not in str(info.value)
