@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lti._validation import as_float_vector, spectral_radius
+from lti._validation import as_float_matrix, as_float_vector, check_square, spectral_radius
 from lti.exceptions import (
     InvalidArgumentError,
     NonFiniteError,
@@ -111,9 +111,9 @@ def lti_horizon(A, *, rtol: float = 1e-13, max_horizon: int = 10_000_000) -> int
     >>> bool(np.linalg.norm(np.linalg.matrix_power(A, T), 2) ** 2 <= 1e-12)
     True
     """
-    A = np.asarray(A, dtype=np.float64)
+    A = as_float_matrix("A", A)  # typed errors: sparse, non-finite, complex, not 2-D
     rtol = _check_rtol(rtol)
-    n = A.shape[0]
+    n = check_square("A", A)
     if n == 0:
         return 1
     rho = spectral_radius(A)

@@ -268,3 +268,20 @@ def test_zero_and_rank_deficient_right_hand_sides():
     X = sla.solve_discrete_lyapunov(A.toarray(), Bd @ Bd.T)
     assert np.linalg.norm(F.Z @ F.Z.T - X, 2) <= 1e-8 * np.linalg.norm(X, 2)
     assert F.rank <= ref.rank + 8
+
+
+def test_lti_horizon_gets_typed_errors():
+    """lti.empirical.lti_horizon took np.asarray of anything: a sparse A gave a bare
+    'ValueError: setting an array element with a sequence', a non-square one an IndexError
+    or a wrong answer."""
+    from lti import NonFiniteError, SparseNotSupportedError
+    from lti.empirical import lti_horizon
+
+    A, _, _ = _heat(4)
+    with pytest.raises(SparseNotSupportedError, match="`A` is a scipy.sparse matrix"):
+        lti_horizon(A)
+    with pytest.raises(ShapeError, match="square"):
+        lti_horizon(np.full((2, 3), 0.1))
+    with pytest.raises(NonFiniteError):
+        lti_horizon(np.array([[np.nan]]))
+    assert lti_horizon(A.toarray(), rtol=1e-6) >= 1
