@@ -23,11 +23,13 @@ Two measurements, interleaved round by round in ONE process, each arm warmed up 
    ``--lockstep`` rounds give thousands of paired per-step ratios and one paired prompt ratio
    per round. Their medians combine into the cost of a whole greedy generate,
 
-       generate ratio = (P * prompt ratio + S * step ratio) / (P + S),
+       generate ratio = (P * prompt ratio + sum_i S_i * step ratio_i) / (P + sum_i S_i),
 
-   with ``P`` the base's median prompt time and ``S`` the sum over the decode steps of its
-   median step time. The 95 % interval comes from a bootstrap over rounds (each resample
-   draws whole rounds, so steps of one round stay together; percentile method, fixed seed).
+   with ``P`` the base's median prompt time, ``S_i`` its median time at decode step ``i`` and
+   ``step ratio_i`` the median paired ratio at that step (so that a cost of one step, such as
+   the first step's set-up, counts); the table's step column is the median over all steps.
+   The 95 % interval comes from a bootstrap over rounds (each resample draws whole rounds, so
+   steps of one round stay together; percentile method, fixed seed).
    ``generate`` spends a little more per token than the loop (logits processors, stopping
    criteria), the same in every arm, so the loop's ratio is if anything the larger.
 2. **Whole generates.** Each round runs ``model.generate`` once per arm (order rotated per
@@ -232,11 +234,13 @@ def paired(numer, denom, *, seed=0, resamples=10_000):
 
 def _lockstep_point(prompt_n, prompt_d, steps_n, steps_d) -> tuple[float, float, float]:
     """(prompt ratio, step ratio, generate ratio) of rounds given as arrays (R,), (R, S)."""
+    ratios = steps_n / steps_d  # (R, S)
     rho_p = float(np.median(prompt_n / prompt_d))
-    rho_s = float(np.median(steps_n / steps_d))
+    rho_s = float(np.median(ratios))
     P = float(np.median(prompt_d))
-    S = float(np.median(steps_d, axis=0).sum())
-    return rho_p, rho_s, (P * rho_p + S * rho_s) / (P + S)
+    S_i = np.median(steps_d, axis=0)  # (S,) the base's time at each step
+    rho_i = np.median(ratios, axis=0)  # (S,) per step position (the first step sets up)
+    return rho_p, rho_s, float((P * rho_p + S_i @ rho_i) / (P + S_i.sum()))
 
 
 def lockstep_paired(prompt_n, prompt_d, steps_n, steps_d, *, seed=0, resamples=10_000):
@@ -255,10 +259,12 @@ def lockstep_paired(prompt_n, prompt_d, steps_n, steps_d, *, seed=0, resamples=1
     -------
     dict
         For ``prompt`` (median of the R paired prompt ratios), ``step`` (median of the R * S
-        paired step ratios) and ``generate`` (their combination weighted by the base's
-        median prompt time P and summed median step times S,
-        ``(P rho_prompt + S rho_step) / (P + S)``): ``median``, ``low`` and ``high`` (95 %
-        percentile interval of the bootstrap over rounds); and ``prompt_share`` P / (P + S).
+        paired step ratios) and ``generate`` (the cost of the whole decode, ``(P rho_prompt +
+        sum_i S_i rho_i) / (P + sum_i S_i)`` with the base's median prompt time P, its median
+        time S_i at step i and the median rho_i of the R paired ratios at step i, so that a
+        cost of one step only, such as the first step's set-up, counts): ``median``, ``low``
+        and ``high`` (95 % percentile interval of the bootstrap over rounds); and
+        ``prompt_share`` P / (P + sum_i S_i).
 
     Examples
     --------

@@ -46,27 +46,32 @@ def test_paired_interval_covers_the_spread_of_noisy_ratios_and_is_reproducible()
 
 
 def test_lockstep_combines_prompt_and_step_ratios_weighted_by_the_base_times():
-    """Prompt 0.1 s at ratio 1.10, 47 steps of 0.06 s at ratio 1.02, drifts per round and per
-    step common to both arms: generate = (0.1 * 1.10 + 2.82 * 1.02) / 2.92 exactly, and the
+    """Prompt 0.1 s at ratio 1.10, 47 steps of ~0.06 s at ratio 1.02 but the first at 1.5 (a
+    set-up), drifts per round and per step common to both arms, independent bursts on either
+    arm's turns: generate = (P 1.10 + sum_i S_i rho_i) / (P + sum_i S_i) exactly, and the
     interval is narrow although the step times themselves vary by 30 % and more."""
     rng = np.random.default_rng(2)
-    R, S = 12, 47
+    R, S = 25, 47
     drift_r = 1.0 + 0.3 * rng.random(R)
     drift_s = drift_r[:, None] * (1.0 + 0.3 * rng.random((R, S)))
     prompt_b, steps_b = 0.1 * drift_r, 0.06 * drift_s
-    # a neighbour's burst slows 20 % of either arm's turns by half, independently: the paired
-    # median is still the ratio, the ratio of the arms' own medians is not
-    spike_a, spike_b = (1 + 0.5 * (rng.random((2, R, S)) < 0.2))
-    steps_a = 1.02 * steps_b * spike_a
+    rho = np.full(S, 1.02)
+    rho[0] = 1.5
+    # a neighbour's burst slows 10 % of either arm's turns by half, independently: the paired
+    # medians are still the ratios, the ratio of the arms' own medians is not
+    spike_a, spike_b = (1 + 0.5 * (rng.random((2, R, S)) < 0.1))
+    steps_a = rho * steps_b * spike_a
     steps_b = steps_b * spike_b
     r = lockstep_paired(1.10 * prompt_b, prompt_b, steps_a, steps_b, resamples=500)
-    assert abs(np.median(steps_a) / np.median(steps_b) - 1.02) > 1e-3
+    assert abs(np.median(steps_a[:, 1:]) / np.median(steps_b[:, 1:]) - 1.02) > 1e-3
     assert r["prompt"]["median"] == pytest.approx(1.10, rel=1e-12, abs=0)
     assert r["step"]["median"] == pytest.approx(1.02, rel=1e-12, abs=0)
-    P, T = float(np.median(prompt_b)), float(np.median(steps_b, axis=0).sum())
-    assert r["prompt_share"] == pytest.approx(P / (P + T), rel=1e-12, abs=0)
-    want = (P * 1.10 + T * 1.02) / (P + T)
+    P, S_i = float(np.median(prompt_b)), np.median(steps_b, axis=0)
+    assert r["prompt_share"] == pytest.approx(P / (P + S_i.sum()), rel=1e-12, abs=0)
+    want = (P * 1.10 + S_i @ rho) / (P + S_i.sum())
     assert r["generate"]["median"] == pytest.approx(want, rel=1e-12, abs=0)
+    # the first step's set-up counts: without it the decode would cost less
+    assert want - (P * 1.10 + S_i.sum() * 1.02) / (P + S_i.sum()) > 5e-3
     for key in ("prompt", "step", "generate"):
         assert r[key]["low"] <= r[key]["median"] <= r[key]["high"]
     assert r["generate"]["high"] - r["generate"]["low"] < 5e-3  # the drifts cancel
