@@ -31,6 +31,7 @@ from lti.exceptions import (
     SolverError,
     UnstableSystemError,
 )
+from lti.lowrank import dense_only
 from lti.system import DiscreteLTI
 
 __all__ = ["EmpiricalGramians", "empirical_gramians", "lti_horizon"]
@@ -317,6 +318,7 @@ def empirical_gramians(
         n, m = system.n, system.m
         step = _lti_step(system)
         if horizon is None:
+            dense_only("empirical_gramians() without `horizon`", system)
             rho = system.spectral_radius()
             if not rho < 1.0:
                 raise UnstableSystemError(

@@ -129,6 +129,9 @@ SPARSE_ALTERNATIVES = {
     "weighted_balanced_truncation()": "for white inputs lti.balanced_truncation(G) (low-rank "
     "factors); otherwise " + _REDUCE + " and weight that",
     "split_unstable()": _EIGS + "; the sparse path (low-rank ADI) needs a Schur-stable A",
+    "empirical_gramians() without `horizon`": "pass horizon=T (the sparse simulation "
+    "works), or use lti.gramian_factors(G) for the infinite-horizon Gramians' low-rank "
+    "factors",
 }
 
 

@@ -285,3 +285,14 @@ def test_lti_horizon_gets_typed_errors():
     with pytest.raises(NonFiniteError):
         lti_horizon(np.array([[np.nan]]))
     assert lti_horizon(A.toarray(), rtol=1e-6) >= 1
+
+
+def test_empirical_gramians_of_a_sparse_system_name_the_alternatives():
+    """Without `horizon` the message named spectral_radius() and eigs, not what to do."""
+    from lti import SparseNotSupportedError, empirical_gramians
+
+    A, B, C = _heat(4)
+    msg = r"^empirical_gramians\(\) without `horizon`.*horizon=T.*gramian_factors"
+    with pytest.raises(SparseNotSupportedError, match=msg):
+        empirical_gramians(DiscreteLTI(A, B, C))
+    assert empirical_gramians(DiscreteLTI(A, B, C), horizon=10) is not None
