@@ -121,3 +121,26 @@ def test_cayley_map_is_tustin_with_dt_2():
     Gr, Go = DiscreteLTI(*ref), DiscreteLTI(*ours)
     np.testing.assert_allclose(Go.frequency_response(w), Gr.frequency_response(w),
                                rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dt", [0.05, 0.3, 2.0, 7.0])
+def test_tustin_discretisation_at_any_dt_keeps_the_continuous_hsvs(dt):
+    """A continuous system discretised by scipy's bilinear transform at any dt (a frequency
+    scaling of the Cayley map) has its continuous HSVs; the approximant of the discrete
+    system meets both properties (MIMO with k < m: the optimal approximant is not unique,
+    so the errors differ between dt, each within the bounds)."""
+    rng = np.random.default_rng(7)
+    Ac = rng.standard_normal((6, 6))
+    Ac -= (np.max(np.linalg.eigvals(Ac).real) + 0.5) * np.eye(6)
+    Bc, Cc = rng.standard_normal((6, 2)), rng.standard_normal((2, 6))
+    Dc = rng.standard_normal((2, 2))
+    P = sla.solve_continuous_lyapunov(Ac, -Bc @ Bc.T)
+    Q = sla.solve_continuous_lyapunov(Ac.T, -Cc.T @ Cc)
+    hc = np.sort(np.sqrt(np.abs(np.linalg.eigvals(P @ Q))))[::-1]
+    G = DiscreteLTI(*ss.cont2discrete((Ac, Bc, Cc, Dc), dt, method="bilinear")[:4], dt)
+    res = hankel_norm_approximation(G, order=2)
+    np.testing.assert_allclose(res.hsv, hc, rtol=0, atol=1e-12 * hc[0])
+    E = G - res.reduced
+    assert res.reduced.dt == dt
+    assert res.lower_bound <= _hinf_sweep(E) <= res.error_bound
+    assert abs(_hankel_dense(E) - hc[2]) <= 1e-9 * hc[0]
