@@ -193,7 +193,8 @@ def quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:
     k = np.flatnonzero(np.diag(T, -1))  # 2x2 blocks at rows (k, k+1), all at once
     if k.size:
         a, b, c, d = T[k, k], T[k, k + 1], T[k + 1, k], T[k + 1, k + 1]
-        bc = b * c
+        with np.errstate(over="ignore", under="ignore"):  # detected and rescaled below
+            bc = b * c
         t = np.abs(bc)
         if t.min() < 2.0 ** -960 or not t.max() < 2.0 ** 960:  # b c under/overflowed:
             # scale each block by a power of 2 (exact) near its largest entry
