@@ -170,7 +170,9 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
     """Sampled ``(s, c, b)``: the largest ``||C R||_F ||R B||_F``, ``||C R||_F`` and
     ``||R B||_F`` over the sampled points ``z = e^{j theta}``, ``R = (zI - T)^{-1}``, for a
     real upper quasi-triangular (Schur) ``T``; Frobenius norms, which bound the 2-norms.
-    ``triangle``: ``complex_triangle(T)`` when the caller has it (``SchurForm`` caches it)."""
+    ``triangle``: ``complex_triangle(T)`` when the caller has it (``SchurForm`` caches it),
+    or a callable returning it (e.g. ``SchurForm.complex_triangle``), called only on the
+    NumPy path: the compiled kernel works on the real ``T`` and needs no triangle."""
     n, m, p = T.shape[0], B.shape[1], C.shape[0]
     if n == 0:
         return 0.0, 0.0, 0.0
@@ -198,7 +200,7 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
     if triangle is None:
         Tc, W, _, _ = to_complex_schur(T, np.vstack([C, B.T]))  # W = [C U; B^T U]
     else:  # what to_complex_schur does, with its complex_triangle(T) given
-        Tc, idx, G = triangle
+        Tc, idx, G = triangle() if callable(triangle) else triangle
         W = rotate_columns(np.vstack([C, B.T]), idx, np.conj(np.swapaxes(G, 1, 2)))
     Cc, Bc = W[:p], W[p:].conj().T  # C U and U^H B (B real)
     z = np.exp(1j * _angles(np.diag(Tc)))  # (K,)

@@ -456,7 +456,7 @@ def balanced_truncation(
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths)
         extra = 0.0 if S is None else schur_rounding(S.T, Gw.B, Gw.C, ROUNDING_FACTOR,
-                                                     S.complex_triangle())  # (cached in S)
+                                                     S.complex_triangle)  # (lazy, cached in S)
         return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control, extra=extra)
     split = split_unstable(G)
     nu = G.n - split.ns
@@ -466,7 +466,7 @@ def balanced_truncation(
             f"got {rule.order}"
         )
     Gs = split.stable_part(G)
-    Ss = SchurForm(split.As, np.eye(split.ns))  # its complex triangle: cached by the solves
+    Ss = SchurForm(split.As, np.eye(split.ns))  # (its triangle: rounding's NumPy path)
     Fs = stable_gramian_factors(Gs, schur=Ss)
     red = reduce_stable(Gs, Fs.Lc, Fs.Lo, rule.shifted(nu), method, match_dc, stacklevel=3,
                          rho=Fs.rho)
@@ -478,7 +478,7 @@ def balanced_truncation(
     W = np.hstack([split.W1, split.W2])
     V = np.vstack([split.V1, split.V2])
     cond = max(1.0, float(np.linalg.norm(W) * np.linalg.norm(V)) / G.n)  # >= ||W|| ||W^-1|| / n
-    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle())
+    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle)
     return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control, cond=cond, extra=extra)
 
 

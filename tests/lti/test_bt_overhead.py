@@ -46,3 +46,31 @@ def test_schur_coordinates_without_a_second_discrete_lti(n, match_dc):
                                                                  b.kappa, b.gain_unit)
     assert np.array_equal(res.reduced.A, a.A) and np.array_equal(res.reduced.D, a.D)
     assert res.reduced.D is not G.D and not np.shares_memory(res.reduced.D, G.D)
+
+
+@pytest.mark.parametrize("unstable", [False, True])
+def test_the_complex_triangle_is_made_only_for_the_numpy_rounding_path(unstable, monkeypatch):
+    """The compiled rounding kernel works on the real Schur form: with it, balanced
+    truncation (stable and split paths) never forms the complex triangle; without it the
+    rounding term's NumPy path forms it, and the bounds agree to rounding."""
+    import lti._rounding as rounding
+    import lti._schur as schur
+    from lti import _jit
+
+    if not _jit.available():
+        pytest.skip("numba not installed (extra 'fast')")
+    monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
+    G = _dense(24, 1.05 if unstable else 0.9999, seed=24)
+    calls = []
+    real = schur.complex_triangle
+    monkeypatch.setattr(schur, "complex_triangle", lambda T: calls.append(1) or real(T))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = balanced_truncation(G, order=8)
+        assert calls == []
+        monkeypatch.setattr(rounding._resolvent_norms, "compiled", lambda: None)
+        slow = balanced_truncation(G, order=8)
+    assert len(calls) == 1
+    assert (fast.n_unstable > 0) is unstable and fast.n_unstable == slow.n_unstable
+    assert fast.rounding_term == pytest.approx(slow.rounding_term, rel=1e-10, abs=0)
+    assert np.array_equal(fast.hsv, slow.hsv)
