@@ -71,6 +71,7 @@ class ShiftedSolves:
             )
         self.A = A
         self.solver = splu_solver if solver is None else solver
+        self.nilpotent = is_nilpotent_pattern(A)
         self.cache: dict[complex, object] = {}
         self.t_factor: list[float] = []
         self.t_solve: list[float] = []  # seconds per right-hand-side column
@@ -225,7 +226,7 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
                  n_shifts: int | None, trans: bool = False) -> np.ndarray:
     """ADI shifts ``p`` (continuous side, Re p < 0) from Ritz values; see module notes."""
     n = A.shape[0]
-    if is_nilpotent_pattern(A):  # every eigenvalue is 0: Smith steps, exact after <= n
+    if solves.nilpotent:  # every eigenvalue is 0: Smith steps, exact after <= n
         return np.array([SMITH])
     rng = np.random.default_rng(0)
     v0 = B @ np.ones(B.shape[1]) + 1e-3 * np.linalg.norm(B) / math.sqrt(n) * rng.standard_normal(n)
@@ -323,7 +324,9 @@ def _check_ritz_stable(theta: np.ndarray, res: np.ndarray, margin: float) -> Non
         raise UnstableSystemError(
             f"the sparse `A` has an eigenvalue {lam_s} (modulus {abs(lam):.12g}, Ritz "
             f"residual {r:.2g}) {where} the unit circle: `A` must be Schur-stable "
-            "(spectral radius < 1) for the infinite-horizon Gramians"
+            "(spectral radius < 1) for the infinite-horizon Gramians (for `A` far from "
+            f"normal: `A` is within {r:.2g} of a matrix with that eigenvalue, which "
+            "low-rank ADI cannot tell apart)"
         )
 
 

@@ -296,3 +296,21 @@ def test_empirical_gramians_of_a_sparse_system_name_the_alternatives():
     with pytest.raises(SparseNotSupportedError, match=msg):
         empirical_gramians(DiscreteLTI(A, B, C))
     assert empirical_gramians(DiscreteLTI(A, B, C), horizon=10) is not None
+
+
+@pytest.mark.parametrize(("n", "beta"), [(60, 1.5), (40, 3.0)])
+def test_nilpotent_with_transient_growth_is_not_called_unstable(n, beta):
+    """A = beta * (upper shift): every eigenvalue 0, but ||A^k|| = beta^k for k < n. Before:
+    'residual grew ... A must be Schur-stable' (UnstableSystemError) for a stable A. Smith
+    steps end after n steps; the factor matches the finite sum sum_k A^k B B^T A^kT to
+    rounding (scipy's dense solve_discrete_lyapunov is off by 1e0 at beta = 3)."""
+    A = sp.diags([np.full(n - 1, beta)], [1], format="csr")
+    B = np.random.default_rng(0).standard_normal((n, 1))
+    F = lowrank_factor(A, B)
+    Ad = A.toarray()
+    X, AkB = np.zeros((n, n)), B.copy()
+    for _ in range(n):
+        X += AkB @ AkB.T
+        AkB = Ad @ AkB
+    assert F.converged and F.iterations == n
+    assert np.linalg.norm(F.Z @ F.Z.T - X) <= 1e-13 * np.linalg.norm(X)
