@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.linalg import lapack
 
 from lti._validation import as_float_matrix, check_square
 
@@ -180,9 +181,38 @@ def real_schur(A) -> SchurForm:
     check_square("A", A)
     if np.iscomplexobj(A):
         T, Z = sla.schur(A, output="complex", check_finite=False)
+    elif A.dtype == np.float64 and A.shape[0] > 0:
+        T, Z = _dgees(A)
     else:
         T, Z = sla.schur(A, output="real", check_finite=False)
     return SchurForm(T, Z)
+
+
+_GEES_LWORK: dict[int, int] = {}  # n -> LAPACK's optimal workspace for dgees
+
+
+def _no_sort(x, y=None):
+    return None
+
+
+def _dgees(A: np.ndarray):
+    """``scipy.linalg.schur(A, output="real")`` for float64 ``A`` (the same LAPACK call and
+    workspace, bit for bit) without its per-call workspace query and second copy of ``A``:
+    ~35 us of 1.0 ms at n = 64, ~90 us of 7 ms at n = 128."""
+    n = A.shape[0]
+    lwork = _GEES_LWORK.get(n)
+    if lwork is None:
+        lwork = int(lapack.dgees(_no_sort, A, lwork=-1)[-2][0].real)
+        if len(_GEES_LWORK) > 256:
+            _GEES_LWORK.clear()
+        _GEES_LWORK[n] = lwork
+    T, _, _, _, Z, _, info = lapack.dgees(_no_sort, np.array(A, order="F"), lwork=lwork,
+                                          overwrite_a=1)
+    if info < 0:  # pragma: no cover - argument errors only
+        raise ValueError(f"illegal value in {-info}-th argument of internal gees")
+    if info > 0:  # as scipy.linalg.schur
+        raise np.linalg.LinAlgError("Schur form not found. Possibly ill-conditioned.")
+    return T, Z
 
 
 def quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:

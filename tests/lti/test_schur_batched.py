@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from lti._schur import quasi_triangular_eigvals
+from lti._schur import quasi_triangular_eigvals, real_schur
 
 
 def _eigvals_loop(T):
@@ -38,3 +38,18 @@ def test_quasi_triangular_eigvals(n, rho):
         assert np.count_nonzero(np.diag(T, -1)) > 2  # pairs present
         ref = np.sort_complex(np.linalg.eigvals(T))
         assert np.allclose(np.sort_complex(ev), ref, rtol=0, atol=1e-12 * rho)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 64, 150])
+def test_real_schur_is_scipys(n):
+    # real_schur calls LAPACK dgees with a cached workspace size: scipy's numbers, bit for bit
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    for _ in range(2):  # the workspace size queried, then cached
+        S = real_schur(A)
+        T, Z = sla.schur(A, output="real")
+        assert np.array_equal(S.T, T) and np.array_equal(S.Z, Z)
+    assert np.array_equal(A, np.random.default_rng(n).standard_normal((n, n)))  # not overwritten
+    Af = np.asfortranarray(A)
+    S = real_schur(Af)
+    assert np.array_equal(S.T, T) and np.array_equal(Af, A)
