@@ -363,7 +363,10 @@ def _powers_at(a: torch.Tensor, exps, dtype: torch.dtype) -> torch.Tensor:
     whatever the exponents, with a relative error of a few float64 ulps times ``e`` at most
     (the conditioning of ``a^e`` itself). ``0^0 = 1``. Rounded once to `dtype`.
     """
-    e = _exponents(tuple(exps)).to(a.device).unsqueeze(1)  # (K, 1)
+    if torch.compiler.is_compiling():  # traced once into the graph; dynamo warns on lru_cache
+        e = torch.tensor(tuple(exps), dtype=torch.float64).to(a.device).unsqueeze(1)
+    else:
+        e = _exponents(tuple(exps)).to(a.device).unsqueeze(1)  # (K, 1)
     if a.is_complex():
         a = a.to(torch.complex128)
         P = torch.polar(a.abs().unsqueeze(0) ** e, a.angle().unsqueeze(0) * e)  # (K, N)

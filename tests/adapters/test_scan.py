@@ -363,3 +363,22 @@ def test_property_parallel_equals_recurrent(B, L, N, chunk, complex_, radius, se
     for s, last in (chunked_scan(u, a, s0, chunk=chunk), fft_scan(u, a, s0)):
         assert rel_err(s, s_ref) <= 1e-12
         assert rel_err(last, last_ref) <= 1e-12
+
+
+def test_compiling_an_adapter_warns_of_nothing_and_computes_the_same():
+    """torch.compile of a training step: dynamo warns of "silent incorrectness" risk when it
+    meets an lru_cache'd function (the exponents table), so that cache is skipped there."""
+    import warnings
+
+    from adapters import HRMAdapter
+
+    adapter = HRMAdapter(16, 4, gate_init=0.5)
+    x = torch.randn(2, 12, 16, generator=torch.Generator().manual_seed(0))
+    want = adapter(x)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(lambda u: adapter(u), backend="eager")(x)
+        got.sum().backward()
+    assert [str(w.message) for w in caught if "lru_cache" in str(w.message)] == []
+    assert torch.equal(got, want)
+    assert adapter.gate.grad is not None
