@@ -112,11 +112,14 @@ def norm2(L: np.ndarray) -> float:
     columns: O(n^2) per step instead of the n^3 product)."""
     if L.size == 0:
         return 0.0
-    if not (L.flags.c_contiguous or L.flags.f_contiguous):  # e.g. the Schur path's row-
-        L = np.ascontiguousarray(L)  # reversed Lc: the products copied it anyway (bit for
-        # bit the same), the column sums and |L| read it strided (n = 256: 0.55 -> 0.08 ms)
+    formed = L.shape[1] <= 128
+    if formed and not (L.flags.c_contiguous or L.flags.f_contiguous):
+        # e.g. the Schur path's row-reversed Lc: L^T L copied the view anyway (bit for bit
+        # the same); |L| read it strided. (Above 128 columns the strided matrix-vector
+        # products do not go through BLAS, and a copy would change their last bits.)
+        L = np.ascontiguousarray(L)
     # ndarray methods, not the np.* wrappers or matmul: the same BLAS calls, bit for bit
-    big, formed = float(abs(L).max()), L.shape[1] <= 128
+    big = float(abs(L).max())
     if formed:
         K = L.T @ L
         x = K[:, int(K.diagonal().argmax())]
