@@ -38,7 +38,7 @@ from lti.exceptions import (
     UnstableSystemError,
 )
 from lti.lyapunov import psd_factor, solve_discrete_lyapunov
-from lti.system import DiscreteLTI
+from lti.system import as_discrete_system
 
 __all__ = [
     "StateCovarianceAccumulator",
@@ -272,7 +272,8 @@ class StateCovarianceAccumulator:
         return X.reshape(-1, h, X.shape[2])  # (batch * time / h, h, width)
 
     def _add(self, S: np.ndarray) -> None:
-        S = S[:, self.burn_in :].reshape(-1, self.n)  # (tokens, n)
+        S = S[:, self.burn_in :]
+        S = S.reshape(S.shape[0] * S.shape[1], self.n)  # (tokens, n); -1 fails for n = 0
         if np.iscomplexobj(S):
             self._promote()
         s1 = S.sum(axis=0)
@@ -503,11 +504,7 @@ def _shaped_pair(A, B, input_covariance, shaping_filter):
             "give at most one of `input_covariance` and `shaping_filter`; got both"
         )
     if shaping_filter is not None:
-        F = shaping_filter
-        if not isinstance(F, DiscreteLTI):
-            raise InvalidArgumentError(
-                f"`shaping_filter` must be a DiscreteLTI; got {type(F).__name__}"
-            )
+        F = as_discrete_system(shaping_filter, "shaping_filter")  # python-control too
         if F.p != m:
             raise ShapeError(
                 f"`shaping_filter` must have p = m = {m} outputs (it produces the inputs); "
@@ -550,7 +547,7 @@ def expected_state_covariance(
         Leading positions of each context not counted (finite `horizon` only).
     input_covariance : array_like, shape (m, m), optional
         Inputs white with this covariance W (default: identity).
-    shaping_filter : DiscreteLTI, optional
+    shaping_filter : DiscreteLTI, python-control system or tuple, optional
         Inputs ``u = F w`` with w white, unit covariance; F has p = m outputs and, for a
         finite horizon, starts every context from the zero state like ``s``.
 
