@@ -19,7 +19,7 @@ from lti.gramians import observability_gramian
 from lti.lowrank import dense_only
 from lti.lyapunov import lyapunov_factor, psd_factor
 from lti.norms import hinf_norm
-from lti.system import DiscreteLTI
+from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = ["WeightedBalancedTruncation", "weighted_balanced_truncation"]
 
@@ -33,8 +33,9 @@ class WeightedBalancedTruncation:
 
     Attributes
     ----------
-    reduced : DiscreteLTI
-        ``G_r = (Ti A T, Ti B, C T, D)`` (``D`` adjusted when ``match_dc=True``), r states.
+    reduced : DiscreteLTI or control.StateSpace
+        ``G_r = (Ti A T, Ti B, C T, D)`` (``D`` adjusted when ``match_dc=True``), r states;
+        a python-control ``StateSpace`` (same ``dt``) when one was passed in.
     order : int
         Reduced order r.
     hsv : ndarray, shape (n,)
@@ -172,8 +173,9 @@ def weighted_balanced_truncation(
 
     Parameters
     ----------
-    sys : DiscreteLTI
-        Schur-stable system G with n states, m inputs, p outputs.
+    sys : DiscreteLTI, python-control system or tuple
+        Schur-stable system G with n states, m inputs, p outputs (a python-control system
+        gives a python-control ``reduced`` with the same ``dt``).
     state_covariance : array_like, shape (n, n), optional
         Data-driven Gramian ``E[s s^T]`` (:func:`state_covariance`,
         :class:`StateCovarianceAccumulator`).
@@ -264,8 +266,8 @@ def weighted_balanced_truncation(
     >>> bool(res.weighted_error_bound < res.unweighted_error_bound)
     True
     """
-    if not isinstance(sys, DiscreteLTI):
-        raise InvalidArgumentError(f"`sys` must be a DiscreteLTI; got {type(sys).__name__}")
+    was_control = is_control_system(sys)  # python-control in -> python-control out
+    sys = as_discrete_system(sys)
     dense_only("weighted_balanced_truncation()", sys)
     given = [
         name
@@ -364,7 +366,7 @@ def weighted_balanced_truncation(
         return float(np.prod(gains) * weighted)
 
     return WeightedBalancedTruncation(
-        reduced=bt.reduced,
+        reduced=bt.reduced.to_control() if was_control else bt.reduced,
         order=r,
         hsv=hsv,
         weighted_error_bound=weighted,

@@ -132,3 +132,17 @@ def test_hankel_norm_approximation_control_in_control_out():
     res_tf = hankel_norm_approximation(tf, order=1)
     assert isinstance(res_tf.reduced, control.StateSpace) and res_tf.reduced.dt == 0.25
     assert res_tf.reduced.nstates == 1
+
+
+def test_weighted_balanced_truncation_control_in_control_out():
+    """Was: InvalidArgumentError '`sys` must be a DiscreteLTI; got StateSpace', while
+    balanced_truncation and hankel_norm_approximation take and return control systems."""
+    from lti import weighted_balanced_truncation
+
+    G = _system(0.1)
+    W = np.diag([1.0, 0.25])
+    ref = weighted_balanced_truncation(G, input_covariance=W, order=3)
+    res = weighted_balanced_truncation(G.to_control(), input_covariance=W, order=3)
+    assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.1
+    np.testing.assert_array_equal(res.reduced.A, ref.reduced.A)
+    assert res.error_bound == ref.error_bound
