@@ -32,7 +32,7 @@ from lti.exceptions import (
     UnstableSystemError,
 )
 from lti.lowrank import dense_only
-from lti.system import DiscreteLTI
+from lti.system import DiscreteLTI, as_discrete_system, is_control_system
 
 __all__ = ["EmpiricalGramians", "empirical_gramians", "lti_horizon"]
 
@@ -203,8 +203,9 @@ def empirical_gramians(
 
     Parameters
     ----------
-    system : DiscreteLTI or callable
-        A :class:`~lti.system.DiscreteLTI`, or a batched step function
+    system : DiscreteLTI, python-control system or callable
+        A :class:`~lti.system.DiscreteLTI` (or a discrete python-control system, converted
+        by :func:`lti.system.as_discrete_system`), or a batched step function
         ``step(X, U) -> (X_next, Y)`` with ``X`` shape (K, n), ``U`` shape (K, m),
         ``X_next`` shape (K, n) and ``Y`` shape (K, p), ``Y`` being the output at the
         *current* state ``X`` (``y_k = g(x_k, u_k)``). It must not modify its arguments.
@@ -314,6 +315,8 @@ def empirical_gramians(
     if horizon is not None:
         horizon = _check_count("horizon", horizon)
 
+    if is_control_system(system):  # callable (it evaluates G(s)): not a step function
+        system = as_discrete_system(system, "system")
     if isinstance(system, DiscreteLTI):
         n, m = system.n, system.m
         step = _lti_step(system)

@@ -146,3 +146,16 @@ def test_weighted_balanced_truncation_control_in_control_out():
     assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.1
     np.testing.assert_array_equal(res.reduced.A, ref.reduced.A)
     assert res.error_bound == ref.error_bound
+
+
+def test_empirical_gramians_of_a_control_system():
+    """A control.StateSpace is callable (it evaluates G(s)), so it was taken for a step
+    function: "`n` and `m` are required when `system` is a step function"."""
+    from lti import empirical_gramians
+
+    G = DiscreteLTI(np.diag([0.9, 0.5, -0.3]), np.ones((3, 2)), np.arange(6.0).reshape(2, 3),
+                    dt=0.1)
+    ref = empirical_gramians(G, horizon=50)
+    res = empirical_gramians(G.to_control(), horizon=50)
+    np.testing.assert_array_equal(res.controllability, ref.controllability)
+    np.testing.assert_array_equal(res.observability, ref.observability)
