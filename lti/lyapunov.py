@@ -143,8 +143,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     ``eps ||X||``, which dominates the residual when ``X`` is large (spectral radius near
     1); so when the relative residual exceeds ``1e-13`` one step of iterative refinement
     (residual in the original coordinates, correction from the same Schur form) follows,
-    typically lowering it ten-fold for a third more time. For ``n >= 512`` the
-    correction's recursion runs in single precision (it needs a few digits) and is kept
+    typically lowering it ten-fold for a third more time. For ``n >= 256`` the
+    correction's right-hand side ``Z^T R Z`` and recursion run in single precision (it
+    needs a few digits; the back-transform stays in double) and it is kept
     when a check with 4 random probe vectors shows it removes at least 99 % of the
     residual; otherwise (ill-conditioned, e.g. strongly non-normal ``A``) in double.
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
