@@ -73,6 +73,7 @@ from adapters.injection import (
     register_checkpoint_writer,
     remove,
 )
+from adapters.layer import ssm_of_structure
 
 __all__ = [
     "CONFIG_NAME",
@@ -422,23 +423,6 @@ def _read_legacy(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, 
     return meta, config, tensors
 
 
-def _placeholder_ssm(meta: dict[str, Any], dtype: torch.dtype, device: torch.device) -> nn.Module:
-    """A DiagonalSSM of the stored structure (values are overwritten by the checkpoint)."""
-    from adapters.ssm import DiagonalSSM
-
-    n_real, n_cplx, width = meta["n_real"], meta["n_complex"], meta["d_model"]
-    n = n_real + n_cplx
-    a = torch.full((n,), 0.5, dtype=torch.complex128)
-    a[n_real:] += 0.25j
-    b = torch.ones(n, width, dtype=torch.complex128)  # B̄ (N, H)
-    b[n_real:] += 1j
-    c = torch.ones(width, n, dtype=torch.complex128)  # C (H, N)
-    c[:, n_real:] += 1j
-    real = torch.arange(n) < n_real
-    return DiagonalSSM.from_discrete(a, b, c, real_modes=real.numpy(), scan=meta["scan"],
-                                     device=device, dtype=dtype)
-
-
 def _structure(adapted: nn.Module) -> tuple:
     meta = _layer_meta(adapted)
     return meta["d_model"], meta["n_real"], meta["n_complex"]
@@ -551,7 +535,8 @@ def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
                     f"{adapted.adapter.d_model} in the model"
                 )
             p = next(adapted.adapter.parameters())
-            swaps[name] = _placeholder_ssm(meta, p.dtype, p.device)
+            swaps[name] = ssm_of_structure(want[0], want[1], want[2], scan=meta["scan"],
+                                           dtype=p.dtype, device=p.device)
     expected = {}
     for name, adapted in adapters.items():
         source = adapted.adapter.state_dict()

@@ -18,7 +18,7 @@ from adapters._optimizer_state import watch_optimizers
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 from adapters.ssm import DiagonalSSM
 
-__all__ = ["HRMAdapter", "READS"]
+__all__ = ["HRMAdapter", "READS", "ssm_of_structure", "stored_structure"]
 
 READS = ("mlp_input", "mlp_output")
 """Streams an adapter can read: the MLP's input or its output."""
@@ -106,10 +106,20 @@ class HRMAdapter(nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """``nn.Module._load_from_state_dict`` that reads a 0-dim gate (checkpoints written
-        before the gate had shape (1,), e.g. a Trainer's ``model.safetensors``) as shape (1,)."""
+        before the gate had shape (1,), e.g. a Trainer's ``model.safetensors``) as shape (1,),
+        and takes the stored SSM's structure (real/complex mode counts, e.g. after
+        :func:`adapters.reduce`) when it differs from this adapter's, as
+        :func:`adapters.load_adapter` does; a plain ``Trainer`` resuming a checkpoint of
+        reduced adapters into freshly injected ones needs that."""
         gate = state_dict.get(prefix + "gate")
         if isinstance(gate, torch.Tensor) and gate.dim() == 0:
             state_dict[prefix + "gate"] = gate.reshape(1)
+        stored = stored_structure(state_dict, prefix + "ssm.", self.d_model)
+        ssm = self.ssm
+        if stored is not None and stored != (ssm.n_real, ssm.n_complex):
+            p = next(ssm.parameters())
+            self.ssm = ssm_of_structure(self.d_model, *stored, scan=ssm.scan, dtype=p.dtype,
+                                        device=p.device)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _apply(self, fn, recurse=True):
@@ -341,6 +351,47 @@ class HRMAdapter(nn.Module):
         y = ssm._readout(s_c, s_r, W_out)  # (B, L, H), as forward
         return (self.gate.to(y.dtype) * y, ssm._join_state(s_r, s_c),
                 self.decode_weights(projections))
+
+
+def stored_structure(state_dict, prefix: str, d_model: int) -> tuple[int, int] | None:
+    """``(n_real, n_complex)`` of the DiagonalSSM whose tensors ``state_dict`` holds under
+    ``prefix``, or None when they are missing or do not form one of width ``d_model``."""
+    def rows(key, *tail):
+        t = state_dict.get(prefix + key)
+        if t is None:
+            return 0
+        if not isinstance(t, torch.Tensor) or t.dim() != 1 + len(tail) or (
+                tuple(t.shape[1:]) != tail):
+            return None
+        return int(t.shape[0])
+
+    n_real, n_cplx = rows("B", d_model), rows("B_cplx", d_model, 2)
+    if n_real is None or n_cplx is None or n_real + n_cplx == 0:
+        return None
+    return n_real, n_cplx
+
+
+def ssm_of_structure(d_model: int, n_real: int, n_complex: int, *, scan: str = "auto",
+                     dtype=None, device=None) -> DiagonalSSM:
+    """A stable DiagonalSSM with ``n_real`` real and ``n_complex`` complex modes, a placeholder
+    whose values are to be overwritten (by a checkpoint).
+
+    Examples
+    --------
+    >>> ssm = ssm_of_structure(8, 2, 3)
+    >>> ssm.d_model, ssm.n_real, ssm.n_complex
+    (8, 2, 3)
+    """
+    n = n_real + n_complex
+    a = torch.full((n,), 0.5, dtype=torch.complex128)
+    a[n_real:] += 0.25j
+    b = torch.ones(n, d_model, dtype=torch.complex128)  # B̄ (N, H)
+    b[n_real:] += 1j
+    c = torch.ones(d_model, n, dtype=torch.complex128)  # C (H, N)
+    c[:, n_real:] += 1j
+    real = torch.arange(n) < n_real
+    return DiagonalSSM.from_discrete(a, b, c, real_modes=real.numpy(), scan=scan,
+                                     device=device, dtype=dtype)
 
 
 def _rows(w, start, stop):

@@ -158,3 +158,45 @@ def _as_before_format_3(checkpoint, out):
 
         _write_v2(model, out, m)
     return out
+
+
+def test_a_full_state_dict_of_adapters_of_another_structure_loads():
+    """``model.load_state_dict`` takes each stored SSM's structure (mode counts), as
+    ``load_adapter`` does: reduced or mixed adapters into freshly injected ones."""
+    from adapters.layer import ssm_of_structure
+
+    source = _activate(inject(tiny_causal_lm("llama"), HRMConfig(d_state=8, mode="complex")))
+    for adapted, (n_real, n_cplx) in zip(find_adapters(source).values(), [(2, 3), (4, 0)],
+                                         strict=True):
+        ssm = ssm_of_structure(32, n_real, n_cplx, dtype=torch.float32)
+        with torch.no_grad():
+            for t in ssm.parameters():
+                t.add_(0.01 * torch.randn(t.shape, generator=torch.Generator().manual_seed(7)))
+        adapted.adapter.ssm = ssm
+    with torch.no_grad():
+        want = source(IDS).logits
+    fresh = inject(tiny_causal_lm("llama"), HRMConfig(d_state=8, mode="complex"))
+    fresh.load_state_dict(source.state_dict())
+    assert [(a.adapter.ssm.n_real, a.adapter.ssm.n_complex)
+            for a in find_adapters(fresh).values()] == [(2, 3), (4, 0)]
+    with torch.no_grad():
+        assert torch.equal(fresh(IDS).logits, want)
+
+
+def test_plain_trainer_resumes_reduced_adapters_into_freshly_injected_ones(tmp_path):
+    from adapters import calibrate, reduce
+
+    config = HRMConfig(d_state=8, gate_init=0.3)
+    model = inject(tiny_causal_lm("llama"), config)
+    reduce(model, stats=calibrate(model, [IDS], progress=False), gramian="data",
+           order={"model.layers.0.mlp": 3, "model.layers.1.mlp": 5})
+    sizes = {k: a.adapter.d_state for k, a in find_adapters(model).items()}
+    assert sizes["model.layers.0.mlp"] == 3 and max(sizes.values()) < 8
+    _trainer(model, tmp_path / "run", max_steps=4).train()
+    final = adapter_state_dict(model)
+    resumed = inject(tiny_causal_lm("llama"), config)  # 8 modes per layer
+    _trainer(resumed, tmp_path / "resume", max_steps=4).train(
+        resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-2"))
+    assert {k: a.adapter.d_state for k, a in find_adapters(resumed).items()} == sizes
+    again = adapter_state_dict(resumed)
+    assert again.keys() == final.keys() and all(torch.equal(again[k], final[k]) for k in final)
