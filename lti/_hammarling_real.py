@@ -62,6 +62,14 @@ def _real_rows_py(WH, c, m, U, negligible):
         return beta, tau
 
 
+    def _solve2(a, b, c, d, f0, f1):
+        """``[[a, b], [c, d]] x = [f0, f1]`` with partial pivoting."""
+        if abs(c) > abs(a):
+            a, b, c, d, f0, f1 = c, d, a, b, f1, f0
+        m = c / a
+        x1 = (f1 - m * f0) / (d - m * b)
+        return (f0 - b * x1) / a, x1
+
     def _small_solve(K, F, nk):
         """``F <- K[:nk, :nk]^-1 F[:nk]`` by Gaussian elimination with partial pivoting (K
         overwritten); nk <= 4."""
@@ -106,7 +114,6 @@ def _real_rows_py(WH, c, m, U, negligible):
     Q11 = np.zeros((2, 2))
     U11 = np.zeros((2, 2))
     P = np.zeros((2, 2))
-    B = np.zeros((2, 2))
     j = 0
     while j < n:
         p = 2 if (j + 1 < n and WH[j, j + 1] != 0.0) else 1
@@ -269,52 +276,84 @@ def _real_rows_py(WH, c, m, U, negligible):
                 r1[q] = t1
             acc0[q] = 0.0
             acc1[q] = 0.0
+        q00, q01, q10, q11 = Q11[0, 0], Q11[0, 1], Q11[1, 0], Q11[1, 1]
         qq = 0
         while qq < k:
             w = 2 if (qq + 1 < k and WH[o + qq, o + qq + 1] != 0.0) else 1
-            # B = A22[qq:qq+w, qq:qq+w]; the p*w system (I - B^T kron Q11^T) vec X = vec F
-            for cp in range(w):
-                for cc in range(w):
-                    B[cp, cc] = WH[o + qq + cc, o + qq + cp]  # A[o+qq+cp, o+qq+cc]
-            nk = p * w
-            for cc in range(w):
-                for r in range(p):
-                    fr = r0[qq + cc] if r == 0 else r1[qq + cc]
-                    for t in range(p):
-                        fr += Q11[t, r] * (acc0[qq + cc] if t == 0 else acc1[qq + cc])
-                    F[r + p * cc] = fr
-                    for cp in range(w):
-                        for rp in range(p):
-                            K[r + p * cc, rp + p * cp] = -B[cp, cc] * Q11[rp, r]
-                    K[r + p * cc, r + p * cc] += 1.0
-            _small_solve(K, F, nk)
-            # V = acc + X B for these columns; X stored in r0 / r1 (the solved U12)
-            for cc in range(w):
-                for r in range(p):
-                    vs = acc0[qq + cc] if r == 0 else acc1[qq + cc]
-                    for cp in range(w):
-                        vs += F[r + p * cp] * B[cp, cc]
-                    if r == 0:
-                        v0[qq + cc] = vs
-                    else:
-                        v1[qq + cc] = vs
-            for cc in range(w):
-                r0[qq + cc] = F[p * cc]
-                if p == 2:
-                    r1[qq + cc] = F[1 + p * cc]
-            # acc[:, q] += X[:, cp] A22[qq + cp, q] for the later columns (views: vectorised)
+            # B = A22[qq:qq+w, qq:qq+w]; X = U12[:, qq:qq+w] solves X - Q11^T X B = F,
+            # F = R + Q11^T acc: a p*w system (I - B^T kron Q11^T) vec X = vec F
+            iq = o + qq
+            b00 = WH[iq, iq]
+            if p == 1:
+                f0 = r0[qq] + q00 * acc0[qq]
+                if w == 1:
+                    x00 = f0 / (1.0 - b00 * q00)
+                    v0[qq] = acc0[qq] + x00 * b00
+                    r0[qq] = x00
+                else:  # X (I - q00 B) = F: the transposed 2x2 system
+                    b01, b10, b11 = WH[iq + 1, iq], WH[iq, iq + 1], WH[iq + 1, iq + 1]
+                    f1 = r0[qq + 1] + q00 * acc0[qq + 1]
+                    x00, x01 = _solve2(1.0 - q00 * b00, -q00 * b10, -q00 * b01,
+                                       1.0 - q00 * b11, f0, f1)
+                    v0[qq] = acc0[qq] + x00 * b00 + x01 * b10
+                    v0[qq + 1] = acc0[qq + 1] + x00 * b01 + x01 * b11
+                    r0[qq], r0[qq + 1] = x00, x01
+            else:
+                f0 = r0[qq] + q00 * acc0[qq] + q10 * acc1[qq]
+                f1 = r1[qq] + q01 * acc0[qq] + q11 * acc1[qq]
+                if w == 1:  # (I - b00 Q11^T) x = f
+                    x00, x10 = _solve2(1.0 - b00 * q00, -b00 * q10, -b00 * q01,
+                                       1.0 - b00 * q11, f0, f1)
+                    v0[qq] = acc0[qq] + x00 * b00
+                    v1[qq] = acc1[qq] + x10 * b00
+                    r0[qq], r1[qq] = x00, x10
+                else:  # the 4x4 system, vec X = [x00, x10, x01, x11]
+                    b01, b10, b11 = WH[iq + 1, iq], WH[iq, iq + 1], WH[iq + 1, iq + 1]
+                    F[0], F[1] = f0, f1
+                    F[2] = r0[qq + 1] + q00 * acc0[qq + 1] + q10 * acc1[qq + 1]
+                    F[3] = r1[qq + 1] + q01 * acc0[qq + 1] + q11 * acc1[qq + 1]
+                    # K[(r, c), (r', c')] = delta - B[c', c] Q11[r', r]
+                    for cc in range(2):
+                        for cp in range(2):
+                            bb = (b00 if cc == 0 else b01) if cp == 0 else (b10 if cc == 0 else b11)
+                            K[2 * cc, 2 * cp] = -bb * q00
+                            K[2 * cc, 2 * cp + 1] = -bb * q10
+                            K[2 * cc + 1, 2 * cp] = -bb * q01
+                            K[2 * cc + 1, 2 * cp + 1] = -bb * q11
+                    for i in range(4):
+                        K[i, i] += 1.0
+                    _small_solve(K, F, 4)
+                    x00, x10, x01, x11 = F[0], F[1], F[2], F[3]
+                    v0[qq] = acc0[qq] + x00 * b00 + x01 * b10
+                    v1[qq] = acc1[qq] + x10 * b00 + x11 * b10
+                    v0[qq + 1] = acc0[qq + 1] + x00 * b01 + x01 * b11
+                    v1[qq + 1] = acc1[qq + 1] + x10 * b01 + x11 * b11
+                    r0[qq], r1[qq], r0[qq + 1], r1[qq + 1] = x00, x10, x01, x11
+            # acc[:, q] += X A22[qq:qq+w, q] for the later columns (fused, vectorised)
             lo = qq + w
-            for cp in range(w):
-                wc = WH[o + lo :, o + qq + cp]
-                a0 = acc0[lo:k]
-                x = F[p * cp]
-                for q in range(wc.shape[0]):
-                    a0[q] += x * wc[q]
-                if p == 2:
+            w0 = WH[o + lo :, iq]
+            a0 = acc0[lo:k]
+            if w == 1:
+                if p == 1:
+                    for q in range(w0.shape[0]):
+                        a0[q] += x00 * w0[q]
+                else:
                     a1 = acc1[lo:k]
-                    x = F[1 + p * cp]
-                    for q in range(wc.shape[0]):
-                        a1[q] += x * wc[q]
+                    for q in range(w0.shape[0]):
+                        t = w0[q]
+                        a0[q] += x00 * t
+                        a1[q] += x10 * t
+            else:
+                w1 = WH[o + lo :, iq + 1]
+                if p == 1:
+                    for q in range(w0.shape[0]):
+                        a0[q] += x00 * w0[q] + x01 * w1[q]
+                else:
+                    a1 = acc1[lo:k]
+                    for q in range(w0.shape[0]):
+                        t, t1 = w0[q], w1[q]
+                        a0[q] += x00 * t + x01 * t1
+                        a1[q] += x10 * t + x11 * t1
             qq += w
         # ---------------------------------------------------------------- 4.
         for q in range(k):
