@@ -166,13 +166,16 @@ def _resolvent_norms_py(T, B, zr, zi):
 _resolvent_norms = _jit.kernel(_resolvent_norms_py)
 
 
-def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
+def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None,
+                    eigenvalues=None):
     """Sampled ``(s, c, b)``: the largest ``||C R||_F ||R B||_F``, ``||C R||_F`` and
     ``||R B||_F`` over the sampled points ``z = e^{j theta}``, ``R = (zI - T)^{-1}``, for a
     real upper quasi-triangular (Schur) ``T``; Frobenius norms, which bound the 2-norms.
     ``triangle``: ``complex_triangle(T)`` when the caller has it (``SchurForm`` caches it),
     or a callable returning it (e.g. ``SchurForm.complex_triangle``), called only on the
-    NumPy path: the compiled kernel works on the real ``T`` and needs no triangle."""
+    NumPy path: the compiled kernel works on the real ``T`` and needs no triangle.
+    ``eigenvalues``: a callable returning ``quasi_triangular_eigvals(T)`` (e.g.
+    ``SchurForm.eigenvalues``), for the pole angles of the compiled path."""
     n, m, p = T.shape[0], B.shape[1], C.shape[0]
     if n == 0:
         return 0.0, 0.0, 0.0
@@ -187,7 +190,7 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
     real = not (np.iscomplexobj(T) or np.iscomplexobj(B) or np.iscomplexobj(C))
     kern = _resolvent_norms.compiled() if real else None
     if kern is not None:  # on the real quasi-triangular T (the triangle is not needed)
-        theta = _angles(quasi_triangular_eigvals(T))
+        theta = _angles(quasi_triangular_eigvals(T) if eigenvalues is None else eigenvalues())
         zr, zi = np.cos(theta), np.sin(theta)
         Tr = np.ascontiguousarray(T, dtype=np.float64)
         rb = kern(Tr, np.ascontiguousarray(B, dtype=np.float64), zr, zi)
@@ -222,12 +225,13 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None):
 
 
 def schur_rounding(T: np.ndarray, B: np.ndarray, C: np.ndarray, factor: float,
-                   triangle=None) -> float:
+                   triangle=None, eigenvalues=None) -> float:
     """``factor n eps ((1 + ||T||_F) s + ||B||_F c + ||C||_F b)`` with the sampled gains
-    of :func:`resolvent_gains` (see the module docstring; ``triangle`` as there)."""
+    of :func:`resolvent_gains` (see the module docstring; ``triangle``, ``eigenvalues`` as
+    there)."""
     n = T.shape[0]
     if n == 0:
         return 0.0
-    s, c, b = resolvent_gains(T, B, C, triangle)
+    s, c, b = resolvent_gains(T, B, C, triangle, eigenvalues)
     nb, nc = float(np.linalg.norm(B)), float(np.linalg.norm(C))
     return factor * n * _EPS * ((1.0 + float(np.linalg.norm(T))) * s + nb * c + nc * b)

@@ -455,8 +455,8 @@ def balanced_truncation(
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths)
-        extra = 0.0 if S is None else schur_rounding(S.T, Gw.B, Gw.C, ROUNDING_FACTOR,
-                                                     S.complex_triangle)  # (lazy, cached in S)
+        extra = 0.0 if S is None else schur_rounding(  # (triangle, eigenvalues: lazy)
+            S.T, Gw.B, Gw.C, ROUNDING_FACTOR, S.complex_triangle, S.eigenvalues)
         return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control, extra=extra)
     split = split_unstable(G)
     nu = G.n - split.ns
@@ -478,7 +478,8 @@ def balanced_truncation(
     W = np.hstack([split.W1, split.W2])
     V = np.vstack([split.V1, split.V2])
     cond = max(1.0, float(np.linalg.norm(W) * np.linalg.norm(V)) / G.n)  # >= ||W|| ||W^-1|| / n
-    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle)
+    extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle,
+                           Ss.eigenvalues)
     return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control, cond=cond, extra=extra)
 
 
