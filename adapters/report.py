@@ -18,6 +18,7 @@ import numpy as np
 
 from adapters._optional import require
 from adapters.exceptions import AdapterError
+from adapters.targets import block_index
 
 __all__ = ["LayerReduction", "ReductionReport"]
 
@@ -372,10 +373,16 @@ class ReductionReport:
         bars.set_title("kept order r per layer (outline: order before)", fontsize=10)
         bars.set_ylim(0, 1.05 * max(before, default=1))
         ticks = layer_ids[:: max(1, int(np.ceil(n_layers / 10)))]
-        bars.set_xticks(ticks)
+        # ticks say the model's block numbers ("model.layers.27.mlp" -> 27), the legend's names
+        numbers = [block_index(x.name) for x in self.layers]
+        if None in numbers or len(set(numbers)) != n_layers:
+            numbers = list(layer_ids)
+        labels = [str(numbers[t]) for t in ticks]
+        bars.set_xticks(ticks, labels)
         if many:
             bar = fig.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, pad=0.01,
                                ticks=ticks)
+            bar.set_ticklabels(labels)
             bar.set_label("layer", fontsize=9)
         if path is not None:
             fig.savefig(str(path), dpi=120)

@@ -61,3 +61,20 @@ def test_draws_into_a_given_pyplot_figure(report30):
         assert plt.fignum_exists(fig.number)
     finally:
         plt.close(fig)
+
+
+def test_the_order_panel_names_the_model_s_block_numbers():
+    """A report of blocks 26-29 (the last four of a 30-layer model) says 26-29 on the order
+    panel, as its legend does, not the positions 0-3."""
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(nn.ModuleDict({"mlp": nn.Linear(8, 8)}) for _ in range(30))
+    model = inject(nn.ModuleDict({"layers": blocks}),
+                   HRMConfig(d_state=6, gate_init=0.5, layers_to_skip=tuple(range(26))))
+    report = reduce(model, rel_tol=0.05, gramian="exact")
+    fig = report.plot()
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["26", "27", "28", "29"]
+    assert fig.axes[0].get_legend_handles_labels()[1][:4] == [f"layers.{i}.mlp"
+                                                              for i in range(26, 30)]
+    big = report_for(12).plot()  # colour bar and panel: every other block, numbered the same
+    assert [t.get_text() for t in big.axes[1].get_xticklabels()] == [
+        t.get_text() for t in big.axes[2].get_yticklabels()] == [str(i) for i in range(0, 12, 2)]
