@@ -60,6 +60,7 @@ not enough.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 
@@ -384,6 +385,20 @@ def _check_tol(tol) -> float:
     return float(tol)
 
 
+def _check_options(n_shifts, max_iter, compress) -> None:
+    """Typed errors for the integer and flag options of the low-rank solvers."""
+    for name, value, lo in (("n_shifts", n_shifts, 1), ("max_iter", max_iter, 1)):
+        if value is None and name == "n_shifts":
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+            raise InvalidArgumentError(
+                f"`{name}` must be an integer >= {lo}"
+                + (" or None" if name == "n_shifts" else "") + f"; got {value!r}"
+            )
+    if not isinstance(compress, bool | np.bool_):
+        raise InvalidArgumentError(f"`compress` must be True or False; got {compress!r}")
+
+
 def _check_rhs(name: str, B, n: int) -> np.ndarray:
     B = as_float_matrix(name, B)
     if B.shape[0] != n:
@@ -490,6 +505,7 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     B = _check_rhs("B", B, n)
     Ct = _check_rhs("C^T", np.asarray(C, dtype=np.float64).T, n)
     tol = _check_tol(tol)
+    _check_options(n_shifts, max_iter, compress)
     if hsv_rtol is not None:
         hsv_rtol = _check_tol(hsv_rtol)
     if (isinstance(hsv_floor, bool) or not isinstance(hsv_floor, int | float)
@@ -601,6 +617,7 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     n = A.shape[0]
     B = _check_rhs("B", B, n)
     tol = _check_tol(tol)
+    _check_options(n_shifts, max_iter, compress)
     if isinstance(shifts, str) and shifts != "auto":
         raise InvalidArgumentError(f"`shifts` must be 'auto' or an array; got {shifts!r}")
     solves = ShiftedSolves(A, solver)

@@ -314,3 +314,21 @@ def test_nilpotent_with_transient_growth_is_not_called_unstable(n, beta):
         AkB = Ad @ AkB
     assert F.converged and F.iterations == n
     assert np.linalg.norm(F.Z @ F.Z.T - X) <= 1e-13 * np.linalg.norm(X)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"n_shifts": -1}, "n_shifts"),  # was a bare ValueError (argmin of an empty sequence)
+    ({"n_shifts": 0}, "n_shifts"),   # was silently "auto"
+    ({"n_shifts": 1.5}, "n_shifts"),
+    ({"n_shifts": True}, "n_shifts"),
+    ({"max_iter": 0}, "max_iter"),   # was an empty factor with a warning
+    ({"max_iter": -1}, "max_iter"),
+    ({"max_iter": 2.5}, "max_iter"),
+    ({"compress": "yes"}, "compress"),
+])
+def test_solver_options_are_validated(kw, match):
+    A, B, C = _heat(6)
+    with pytest.raises(InvalidArgumentError, match=f"`{match}`"):
+        lowrank_factor(A, B, **kw)
+    with pytest.raises(InvalidArgumentError, match=f"`{match}`"):
+        lowrank_gramian_factors(A, B, C, **kw)
