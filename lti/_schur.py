@@ -54,8 +54,13 @@ class SchurForm:
         return self.T.shape[0]
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues read off the diagonal blocks of ``T``, shape (n,), complex."""
-        return quasi_triangular_eigvals(self.T)
+        """Eigenvalues read off the diagonal blocks of ``T``, shape (n,), complex (computed
+        once and cached; each call returns a fresh copy)."""
+        ev = self.__dict__.get("_eigvals_cache")
+        if ev is None:
+            ev = quasi_triangular_eigvals(self.T)
+            object.__setattr__(self, "_eigvals_cache", ev)
+        return ev.copy()
 
     def complex_form(self):
         """Complex Schur form ``(Tc, Zc)`` with ``A = Zc Tc Zc^H``, ``Tc`` triangular (cached)."""

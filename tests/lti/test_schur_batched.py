@@ -53,3 +53,18 @@ def test_real_schur_is_scipys(n):
     Af = np.asfortranarray(A)
     S = real_schur(Af)
     assert np.array_equal(S.T, T) and np.array_equal(Af, A)
+
+
+def test_schur_form_eigenvalues_cached(monkeypatch):
+    import lti._schur as schur_mod
+
+    rng = np.random.default_rng(3)
+    S = real_schur(rng.standard_normal((9, 9)))
+    calls = []
+    real = schur_mod.quasi_triangular_eigvals
+    monkeypatch.setattr(schur_mod, "quasi_triangular_eigvals",
+                        lambda T: calls.append(1) or real(T))
+    ev = S.eigenvalues()
+    ev[:] = 0.0  # a copy: the cache is not changed
+    ev2 = S.eigenvalues()
+    assert len(calls) == 1 and np.array_equal(ev2, real(S.T)) and ev2 is not ev
