@@ -29,8 +29,13 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 __all__ = ["upgrade_optimizer_state", "watch_optimizers"]
 
-#: Per-parameter entries of torch's optimizers that are 0-dim whatever the parameter's shape.
-SCALAR_KEYS = frozenset({"step", "eta", "mu", "mu_product"})
+#: Per-element entries (a parameter's shape) of torch's optimizers: Adam(W), Adamax, NAdam,
+#: RAdam, SGD, RMSprop, Adagrad, Adadelta, ASGD, Rprop. Used where no other parameter of the
+#: optimizer has a state that shows which entries are per element (e.g. LBFGS, whose whole
+#: state sits under its first parameter, with a 0-dim ``H_diag`` that is not per element).
+PER_ELEMENT_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf",
+                              "momentum_buffer", "square_avg", "grad_avg", "acc_delta", "sum",
+                              "ax", "prev", "step_size"})
 
 _watched: weakref.WeakSet = weakref.WeakSet()
 _handle = None
@@ -43,8 +48,9 @@ def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
     gate's (1,)), the entry is a 0-dim tensor, and it holds a per-element quantity (a
     moment), not a per-parameter scalar (``step``, ASGD's ``eta``/``mu``, NAdam's
     ``mu_product``). Which keys are which is read off the optimizer's other parameters (an
-    entry of a parameter's shape is per element, a 0-dim one is a scalar) and falls back to
-    :data:`SCALAR_KEYS`.
+    entry of a parameter's shape is per element, a 0-dim one is a scalar); keys no other
+    parameter shows are reshaped only when they are torch's own per-element entries
+    (:data:`PER_ELEMENT_KEYS`). Anything else is left as it is.
 
     Parameters
     ----------
@@ -65,7 +71,7 @@ def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
     """
     params = [p for group in optimizer.param_groups for p in group["params"]]
     state = optimizer.state
-    per_element, scalar = set(), set(SCALAR_KEYS)
+    per_element, scalar = set(), set()
     for p in params:
         entries = state.get(p)  # .get: optimizer.state is a defaultdict
         if not entries or p.numel() < 2:
@@ -82,8 +88,8 @@ def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
         if not entries or p.dim() == 0 or p.numel() != 1:
             continue
         for key, value in list(entries.items()):
-            if (isinstance(value, torch.Tensor) and value.dim() == 0
-                    and (key in per_element or key not in scalar)):
+            if isinstance(value, torch.Tensor) and value.dim() == 0 and (
+                    key in per_element or (key in PER_ELEMENT_KEYS and key not in scalar)):
                 entries[key] = value.reshape(p.shape)
                 count += 1
     return count

@@ -97,8 +97,34 @@ def test_upgrade_reads_per_element_keys_off_the_other_parameters():
     opt.state[big] = {"m": torch.zeros(3), "count": torch.tensor(2.0), "step": torch.tensor(1.)}
     opt.state[one] = {"m": torch.tensor(0.5), "count": torch.tensor(2.0),
                       "other": torch.tensor(1.0), "step": torch.tensor(1.0)}
-    assert upgrade_optimizer_state(opt) == 2  # "m" (per element) and "other" (unknown)
+    assert upgrade_optimizer_state(opt) == 1  # "m" (per element); "other" is unknown
     assert {k: tuple(v.shape) for k, v in opt.state[one].items()} == {
-        "m": (1,), "count": (), "other": (1,), "step": ()}
+        "m": (1,), "count": (), "other": (), "step": ()}
     assert opt.state[one]["m"].item() == 0.5
+    assert upgrade_optimizer_state(opt) == 0
+    alone = torch.optim.SGD([one], lr=0.1)  # no other parameter: torch's own names decide
+    alone.state[one] = {"momentum_buffer": torch.tensor(0.5), "H_diag": torch.tensor(2.0)}
+    assert upgrade_optimizer_state(alone) == 1
+    assert alone.state[one]["momentum_buffer"].shape == (1,)
+
+
+def test_lbfgs_state_under_a_gate_is_left_alone():
+    """LBFGS keeps its whole state under its first parameter, the adapter's gate here; its
+    0-dim ``H_diag`` is a scalar of the method, not a moment of the gate."""
+    from adapters import HRMAdapter
+
+    adapter = HRMAdapter(8, 4, gate_init=0.5)
+    assert next(adapter.parameters()) is adapter.gate
+    opt = torch.optim.LBFGS(list(adapter.parameters()), lr=0.1, max_iter=3)
+    x = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(0))
+
+    def closure():
+        opt.zero_grad()
+        loss = adapter(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    opt.step(closure)
+    assert opt.state[adapter.gate]["H_diag"].dim() == 0
     assert upgrade_optimizer_state(opt) == 0
