@@ -411,7 +411,16 @@ def _check_rhs(name: str, B, n: int) -> np.ndarray:
     return B
 
 
-def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None) -> LowRankFactor:
+def _pow2_scale(X: np.ndarray) -> float:
+    """A power of two near ``max |X|`` (1 for a zero ``X``): dividing by it is exact, and
+    the iteration then runs on entries of order one whatever the scale of ``B``
+    (``||B^T B||`` under- or overflows beyond about 1e+-154 otherwise)."""
+    m = float(np.max(np.abs(X), initial=0.0))
+    return math.ldexp(1.0, math.frexp(m)[1]) if m > 0.0 else 1.0
+
+
+def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None,
+            unscale: float = 1.0) -> LowRankFactor:
     if W_res > tol:
         warnings.warn(
             f"low-rank ADI stopped after {it} steps at relative residual {W_res:.3g} > tol = "
@@ -424,11 +433,16 @@ def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None) -> LowRan
     if ctol is not None and Z.shape[1]:
         Z = _compress_columns(Z, ctol * scale)
     r = lowrank_stein_residual(A, Z, B, transpose=transpose) if scale else 0.0
+    rel = r / scale if scale else 0.0
+    if unscale != 1.0:  # back to the caller's B (exact: a power of two)
+        Z = Z * unscale
+        with np.errstate(over="ignore", under="ignore"):
+            r = r * unscale * unscale
     mus = np.array([mu_of_p(p) for p in P], dtype=np.complex128)
     Z.setflags(write=False)
     mus.setflags(write=False)
     return LowRankFactor(
-        Z=Z, residual=r, rel_residual=r / scale if scale else 0.0, adi_residual=W_res,
+        Z=Z, residual=r, rel_residual=rel, adi_residual=W_res,
         iterations=it, shifts=mus, converged=W_res <= tol, hsv_rel_error=hsv_err,
     )
 
@@ -504,6 +518,8 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     n = A.shape[0]
     B = _check_rhs("B", B, n)
     Ct = _check_rhs("C^T", np.asarray(C, dtype=np.float64).T, n)
+    sb, sc = _pow2_scale(B), _pow2_scale(Ct)
+    B, Ct = B / sb, Ct / sc
     tol = _check_tol(tol)
     _check_options(n_shifts, max_iter, compress)
     if hsv_rtol is not None:
@@ -534,9 +550,9 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
                 f"an estimated relative error {hsv_err:.3g} of the leading HSVs > hsv_rtol = "
                 f"{hsv_rtol:.3g} (raise max_iter or hsv_rtol)", UserWarning, stacklevel=2)
     out = []
-    for run, R in zip(runs, (B, Ct), strict=True):
+    for run, R, sr in zip(runs, (B, Ct), (sb, sc), strict=True):
         ctol = 0.05 * min(tol, run.res) if compress else None
-        out.append(_finish(A, run.Z, R, run.trans, run.res, run.it, P, tol, ctol, hsv_err))
+        out.append(_finish(A, run.Z, R, run.trans, run.res, run.it, P, tol, ctol, hsv_err, sr))
     return tuple(out)
 
 
@@ -616,6 +632,8 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     A = as_sparse_state_matrix("A", A) if is_sparse(A) else sp.csr_matrix(as_float_matrix("A", A))
     n = A.shape[0]
     B = _check_rhs("B", B, n)
+    sb = _pow2_scale(B)
+    B = B / sb  # exact; Z is scaled back in _finish
     tol = _check_tol(tol)
     _check_options(n_shifts, max_iter, compress)
     if isinstance(shifts, str) and shifts != "auto":
@@ -626,4 +644,5 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
     P = (auto_shifts(A, B, solves, tol, n_shifts, trans=transpose)
          if isinstance(shifts, str) else user_shifts(shifts))
     Z, _, it, res = _adi(solves, B, transpose, pair_shifts(P), tol, max_iter)
-    return _finish(A, Z, B, transpose, res, it, P, tol, 0.05 * tol if compress else None)
+    return _finish(A, Z, B, transpose, res, it, P, tol, 0.05 * tol if compress else None,
+                   unscale=sb)

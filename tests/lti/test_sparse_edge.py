@@ -332,3 +332,27 @@ def test_solver_options_are_validated(kw, match):
         lowrank_factor(A, B, **kw)
     with pytest.raises(InvalidArgumentError, match=f"`{match}`"):
         lowrank_gramian_factors(A, B, C, **kw)
+
+
+@pytest.mark.parametrize("c", [2.0**-600, 1e-170, 1e160, 2.0**600])
+def test_factors_scale_with_b_and_c(c):
+    """Before: B scaled by 1e-170 gave LinAlgError (||B^T B|| underflowed to 0, then 0/0),
+    by 1e160 SolverError 'diverged (non-finite residual); is `A` stable?' (overflow), and
+    hankel_singular_values of B * 1e-170 came back empty. The dense path is scale-invariant;
+    now the sparse one is too (B, C^T are divided by a power of two, exactly)."""
+    A, B, C = _heat(6)
+    ref = lowrank_factor(A, B)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow/underflow RuntimeWarning either
+        F = lowrank_factor(A, c * B)
+        Fc, Fo = lowrank_gramian_factors(A, c * B, C / c)
+    Rc, Ro = lowrank_gramian_factors(A, B, C)
+    exact = c in (2.0**-600, 2.0**600)
+    tol = 0 if exact else 1e-12
+    np.testing.assert_allclose(F.Z / c, ref.Z, rtol=0, atol=tol * np.abs(ref.Z).max())
+    np.testing.assert_allclose(Fc.Z / c, Rc.Z, rtol=0, atol=tol * np.abs(Rc.Z).max())
+    np.testing.assert_allclose(Fo.Z * c, Ro.Z, rtol=0, atol=tol * np.abs(Ro.Z).max())
+    assert F.rel_residual == pytest.approx(ref.rel_residual, rel=1e-3, abs=0)
+    hs, h1 = hankel_singular_values(DiscreteLTI(A, c * B, C)) / c, hankel_singular_values(
+        DiscreteLTI(A, B, C))
+    np.testing.assert_allclose(hs, h1, rtol=0, atol=1e-12 * h1[0])  # (SVD: not bitwise)
