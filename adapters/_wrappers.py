@@ -2,10 +2,13 @@
 
 ``torch.compile(model)`` returns an ``OptimizedModule`` whose submodule names start with
 ``_orig_mod.``; ``DistributedDataParallel``, ``DataParallel`` and a DeepSpeed engine hold the
-model as ``.module`` (names ``module.*``). Checkpoints, calibration and reduction name each
-adapter by its module's name in the model itself, so they look through these wrappers first,
-down to the model or to a wrapper that was itself adapted (``inject(torch.compile(model))``
-registers the adapters on the wrapper, so that is where they are named from).
+model as ``.module`` (names ``module.*``); PEFT's ``PeftModel`` holds its tuner as
+``.base_model``, which holds the model as ``.model`` (names ``base_model.model.*``, e.g. LoRA on
+the attention of a model whose MLPs carry our adapters). Checkpoints, calibration and
+reduction name each adapter by its module's name in the model itself, so they look through
+these wrappers first, down to the model or to a wrapper that was itself adapted
+(``inject(torch.compile(model))`` registers the adapters on the wrapper, so that is where they
+are named from).
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ def _inner(model: nn.Module) -> nn.Module | None:
     if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)) or (
             name in _MODULE_HOLDERS and isinstance(getattr(model, "module", None), nn.Module)):
         return model.module
+    if type(model).__module__.startswith("peft.") and hasattr(model, "peft_config"):
+        for attr in ("base_model", "model"):  # PeftModel -> tuner (LoraModel, ...) -> model
+            inner = model._modules.get(attr)
+            if isinstance(inner, nn.Module) and inner is not model:
+                return inner
     return None
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
-    """``model`` without its ``torch.compile`` / DDP / DataParallel / DeepSpeed wrappers.
+    """``model`` without its ``torch.compile`` / DDP / DataParallel / DeepSpeed / PEFT wrappers.
 
     Parameters
     ----------

@@ -276,14 +276,14 @@ class PretrainedWriter:
 
 
 def test_kills_during_save_pretrained_leave_the_previous_or_the_new_adapters(tmp_path):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
     kills = 4
     _check(kill_loop(tmp_path, kills, seed=18, writer=PretrainedWriter()), kills)
 
 
 @pytest.mark.slow
 def test_fifty_kills_during_save_pretrained(tmp_path):
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
     kills = 50
     outcome = kill_loop(tmp_path, kills, seed=1018, writer=PretrainedWriter())
     _check(outcome, kills)

@@ -13,7 +13,7 @@ from adapters import HRMConfig, find_adapters, inject
 from adapters._optimizer_state import upgrade_optimizer_state
 from tests.adapters._tiny import tiny_causal_lm
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
 
 IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
 

@@ -15,7 +15,7 @@ from adapters import HRMConfig, find_adapters, inject, load_adapter, remove
 from adapters.io import WEIGHTS_NAME, adapter_state_dict
 from tests.adapters._tiny import tiny_causal_lm
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
 
 IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))
 

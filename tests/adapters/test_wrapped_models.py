@@ -18,7 +18,7 @@ from adapters._wrappers import unwrap_model
 from adapters.io import WEIGHTS_NAME, adapter_state_dict, base_fingerprint
 from tests.adapters._tiny import tiny_causal_lm
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
 IDS = torch.randint(1, 64, (2, 12), generator=torch.Generator().manual_seed(1))
 
 
@@ -124,3 +124,23 @@ def test_adapters_built_on_the_meta_device_are_loaded_not_left_empty(tmp_path):
                              if p.requires_grad)
     model(IDS, labels=IDS).loss.backward()
     assert all(p.grad is not None for p in trainable)
+
+
+def test_lora_from_peft_on_top_of_the_adapters_keeps_the_model_s_names(tmp_path):
+    """``peft.get_peft_model(inject(model), LoraConfig(...))`` (LoRA on the attention): the
+    adapter checkpoint names ``model.layers.0.mlp``, not ``base_model.model.model...``."""
+    peft = pytest.importorskip("peft", reason="peft (the 'hf' extra) is not installed")
+    model = _adapted()
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                      init_lora_weights=False))
+    assert unwrap_model(lora) is model
+    save_adapter(lora, tmp_path / "hrm")
+    lora.save_pretrained(tmp_path / "lora")
+    want = adapter_state_dict(model)
+    plain = load_adapter(tiny_causal_lm("llama"), tmp_path / "hrm")
+    got = adapter_state_dict(plain)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    both = load_adapter(peft.PeftModel.from_pretrained(tiny_causal_lm("llama"), tmp_path / "lora"),
+                        tmp_path / "hrm")
+    with torch.no_grad():
+        assert torch.equal(both(input_ids=IDS).logits, lora(input_ids=IDS).logits)
