@@ -182,8 +182,9 @@ def smith_promising(M: np.ndarray, B: np.ndarray) -> bool:
 def try_smith(n: int, M: np.ndarray, B: np.ndarray) -> bool:
     """Whether ``method="auto"`` tries the Smith iteration for order n (real dense ``M``,
     right-hand side ``B`` of the sums ``M^k B``): up to ``SMITH_SCREEN_N`` always (the
-    attempt screens itself at squaring ``SMITH_SCREEN_STEP``, ``screen=True``: cheaper than
-    this function's 32 products there), up to ``SMITH_MAX_N`` when :func:`smith_promising`."""
+    attempt screens itself from squaring ``SMITH_EARLY_STEP`` on, ``screen=True``: cheaper
+    than this function's 32 products there), up to ``SMITH_MAX_N`` when
+    :func:`smith_promising`."""
     return 0 < n <= SMITH_MAX_N and (n <= SMITH_SCREEN_N or smith_promising(M, B))
 
 

@@ -106,9 +106,10 @@ def stable_gramian_factors(
     a slowly decaying ``A`` does not pay for a failed attempt): one factored squared-Smith pass
     sharing the powers of ``A`` between both factors, accepted only when it converges within
     ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)`` (its
-    convergence certifies stability); it gives up at squaring 5 when its own sums of ``||A^j
-    B||^2`` show the same slow decay (at any n). Otherwise ONE real Schur decomposition of
-    ``A`` serves the stability test and both Hammarling solves. ``B`` and ``C`` are scaled to
+    convergence certifies stability); it gives up at squaring 4, 5 or 6 when its own sums of
+    ``||A^j B||^2`` show the same slow decay (at any n; ``lti._smith.SMITH_EARLY_STEP``).
+    Otherwise ONE real Schur decomposition of ``A`` serves the stability test and both
+    Hammarling solves. ``B`` and ``C`` are scaled to
     unit size inside (the factors scale linearly), so tiny or huge data neither underflow nor
     overflow in the solvers.
     """
@@ -158,7 +159,7 @@ def stable_gramian_factors(
     else:  # Hammarling on T (lti._hammarling.schur_form_factor: real kernel or complex triangle)
         Lc = _schur_coordinate_factor(schur, B, b, False)
         Lo = _schur_coordinate_factor(schur, C.T, c, True)
-    if not (np.all(np.isfinite(Lc)) and np.all(np.isfinite(Lo))):
+    if not (np.isfinite(Lc).all() and np.isfinite(Lo).all()):  # (ndarray methods: cheaper)
         raise SolverError(
             "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
             "entries near the underflow threshold can cause this)"
