@@ -76,8 +76,10 @@ class SteinRecursion:
     def leaf(self, r1: tuple[int, int], r2: tuple[int, int], R: np.ndarray) -> np.ndarray:
         """``T1 Y T2^H - Y + R = 0`` with ``T1 = T[r1, r1]``, ``T2 = T[r2, r2]`` small:
         by the compiled kernel in ``T``'s own arithmetic when numba is enabled, else by
-        the complex triangular form and a column loop of BLAS calls (NumPy)."""
-        if self._kernel is not None:
+        the complex triangular form and a column loop of BLAS calls (NumPy). A block of
+        one row or column (n = 1) takes the NumPy path: numba would type it as C-ordered
+        and compile another specialization (seconds) for a trivial solve."""
+        if self._kernel is not None and min(R.shape) > 1:
             dtype = np.result_type(self.T, R)
             T1, T2 = self._block(*r1), self._block(*r2)
             if T1.dtype != dtype:

@@ -286,3 +286,38 @@ def test_single_precision_correction_refused_where_it_is_inaccurate(monkeypatch)
     X = stein.solve_schur(A, Q, S, refine=True, factor=B)
     monkeypatch.setattr(stein, "_SINGLE_MIN", 10**9)
     assert seen == [] and np.array_equal(X, stein.solve_schur(A, Q, S, refine=True, factor=B))
+
+
+def _random_quasi_triangular(rng, k):
+    """Upper quasi-triangular, random 1x1 / 2x2 diagonal blocks (2x2 not standardised, with
+    complex eigenvalues), spectral radius < 1."""
+    T = np.triu(rng.standard_normal((k, k)))
+    i = 0
+    while i < k:
+        if i + 1 < k and rng.random() < 0.5:
+            a, d = rng.uniform(-0.6, 0.6, 2)
+            b, c = rng.uniform(0.2, 0.6), -rng.uniform(0.2, 0.6)  # b c < 0: a complex pair
+            T[i : i + 2, i : i + 2] = [[a, b], [c, d]]
+            i += 2
+        else:
+            T[i, i] = rng.uniform(-0.9, 0.9)
+            i += 1
+    return np.asfortranarray(T)
+
+
+@needs_numba
+def test_leaf_kernel_on_random_block_structures(monkeypatch):
+    # any placement of 2x2 blocks (first / last position, adjacent, blocks of order 2),
+    # any 2x2 shape: compiled kernel and its Python source against the Kronecker solve
+    # (order >= 2: SteinRecursion.leaf sends order 1 to the NumPy path)
+    _set_mode(monkeypatch, "compiled")
+    rng = np.random.default_rng(11)
+    kern = stein._leaf_kernel.compiled()
+    for _ in range(40):
+        k1, k2 = rng.integers(2, 9, 2)
+        T1, T2 = _random_quasi_triangular(rng, k1), _random_quasi_triangular(rng, k2)
+        R = np.asfortranarray(rng.standard_normal((k1, k2)))
+        ref = _stein_sylvester_reference(T1, T2, R)
+        for f in (kern, stein._leaf_kernel.py_func):
+            Y = f(T1, T2, R, np.empty((k1, k2), order="F"))
+            assert np.linalg.norm(Y - ref) <= 1e-13 * np.linalg.norm(ref)
