@@ -210,16 +210,23 @@ class AdaptedMLP(nn.Module):
         """The target's ``forward`` with the branch added to its output.
 
         A decode step of a target called with its stream first and returning one tensor (the
-        common case) goes straight to the runtime's fast step; the rest to :meth:`_add_branch`.
+        common case) goes straight to the runtime's fast step, a call inside
+        :func:`disable_adapter` returns the target's output; the rest goes to
+        :meth:`_add_branch`.
         """
         output = self._inner(*args, **kwargs)
         runtime = self._runtime
-        if (runtime is not None and runtime.plan is not None and self._direct and args
-                and type(output) is torch.Tensor and not runtime.disabled):
-            out = runtime.plan.step(self.adapter_name, args[0] if self._reads_input else output,
-                                    output)
-            if out is not None:
-                return out
+        if runtime is not None:
+            plan = runtime.plan
+            if plan is None:
+                if runtime.disabled and self._pending is None:
+                    return output  # inside disable_adapter: the target's output as it is
+            elif (self._direct and args and type(output) is torch.Tensor
+                  and not runtime.disabled):
+                out = plan.step(self.adapter_name, args[0] if self._reads_input else output,
+                                output)
+                if out is not None:
+                    return out
         return self._add_branch(args, kwargs, output)
 
     def _first_argument(self, args: tuple, kwargs: dict) -> torch.Tensor:
@@ -240,7 +247,8 @@ class AdaptedMLP(nn.Module):
         plan = None
         if runtime is not None:
             if runtime.disabled:
-                self._pending = None
+                if self._pending is not None:  # (nn.Module.__setattr__ is slow: only if set)
+                    self._pending = None
                 return output
             plan = runtime.plan  # a one-token continuation on the fast path
         h = output[0] if isinstance(output, tuple) else output
