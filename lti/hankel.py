@@ -15,6 +15,7 @@ which preserves the Gramians, the HSVs, the Hankel norm and the H-infinity norm.
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -421,6 +422,26 @@ def _verified(G: DiscreteLTI, Gr: DiscreteLTI, mirror, D0, bound: float, tie_rto
     return best[1], best[0]
 
 
+def _pow2(X: np.ndarray) -> float:
+    m = float(np.max(np.abs(X), initial=0.0))
+    return math.ldexp(1.0, math.frexp(m)[1]) if m > 0.0 else 1.0
+
+
+def _normalised(G: DiscreteLTI):
+    """``(A, B / sb, C / sc, D / (sb sc))`` with powers of two ``sb ~ max|B|``,
+    ``sc ~ max|C|`` (exact): Gramians and HSVs of order one whatever the scale of ``G``
+    (they under- or overflow beyond about 1e+-154 otherwise). ``G`` itself when the
+    scaled ``D`` would not be finite."""
+    sb, sc = _pow2(G.B), _pow2(G.C)
+    if sb == 1.0 and sc == 1.0:
+        return G, (1.0, 1.0)
+    with np.errstate(over="ignore"):
+        D = G.D / (sb * sc) if np.isfinite(sb * sc) else np.full(G.D.shape, np.inf)
+    if not np.all(np.isfinite(D)):
+        return G, (1.0, 1.0)
+    return DiscreteLTI(G.A, G.B / sb, G.C / sc, D, G.dt), (sb, sc)
+
+
 def _check_order(order, n: int) -> int:
     if isinstance(order, bool) or not isinstance(order, numbers.Integral):
         raise InvalidArgumentError(f"`order` must be an integer in [0, n={n}]; got {order!r}")
@@ -568,6 +589,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
             "Hankel-norm approximation needs a Schur-stable system: "
             + unstable_message("`sys.A`", rho, margin)
         )
+    G, (sb, sc) = _normalised(G)  # G / (sb sc): the construction is homogeneous in G
     bal = _balanced_continuous(G)
     hsv, nmin = bal.hsv, bal.nmin
     s = hsv[:nmin]
@@ -632,20 +654,23 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         )
         bound = measured[1]
     measured = None if measured is None else measured[1]
+    g = sb * sc
+    if g != 1.0:  # back to the caller's scale (powers of two: exact)
+        Gr = DiscreteLTI(Gr.A, Gr.B * sb, Gr.C * sc, Gr.D * g, Gr.dt)
     if was_control:
         Gr = Gr.to_control()
-    hsv = hsv.copy()
+    hsv = hsv * g
     hsv.setflags(write=False)
     return HankelNormApproximation(
         reduced=Gr,
         hsv=hsv,
         order=r,
-        hankel_error=sigma,
-        lower_bound=max(sigma - float(rounding), 0.0),
-        tail=tail,
-        rounding_term=float(rounding),
-        error_bound=bound,
+        hankel_error=sigma * g,
+        lower_bound=max(sigma - float(rounding), 0.0) * g,
+        tail=tail * g,
+        rounding_term=float(rounding) * g,
+        error_bound=bound * g,
         multiplicity=k,
         minimal_order=nmin,
-        measured_error=measured,
+        measured_error=None if measured is None else measured * g,
     )

@@ -144,3 +144,28 @@ def test_tustin_discretisation_at_any_dt_keeps_the_continuous_hsvs(dt):
     assert res.reduced.dt == dt
     assert res.lower_bound <= _hinf_sweep(E) <= res.error_bound
     assert abs(_hankel_dense(E) - hc[2]) <= 1e-9 * hc[0]
+
+
+@pytest.mark.parametrize("c", [2.0**-560, 1e-170, 1e-100, 1e160])
+def test_scaled_systems_scale_the_result(c):
+    """Before: B, D scaled by 1e-170 raised a bare ValueError (infs or NaNs: the Gramians
+    underflowed), by 1e160 an OverflowError, and at 1e-100 error_bound was 1.4e34 times too
+    large (rounding floors of order eps, not relative). The construction is homogeneous in
+    G; it now runs on G divided by powers of two and scales back."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((6, 6))
+    A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))
+    B, C, D = rng.standard_normal((6, 2)), rng.standard_normal((2, 6)), rng.standard_normal((2, 2))
+    ref = hankel_norm_approximation(DiscreteLTI(A, B, C, D), order=2)
+    G = DiscreteLTI(A, c * B, C, c * D)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = hankel_norm_approximation(G, order=2)
+    np.testing.assert_allclose(res.hsv / c, ref.hsv, rtol=1e-13, atol=0)
+    assert res.error_bound / c == pytest.approx(ref.error_bound, rel=1e-12, abs=0)
+    assert res.hankel_error / c == pytest.approx(ref.hankel_error, rel=1e-13, abs=0)
+    if c == 2.0**-560:  # a power of two: the same model, scaled exactly
+        np.testing.assert_array_equal(res.reduced.D / c, ref.reduced.D)
+    E = DiscreteLTI(A, B, C, D) - DiscreteLTI(res.reduced.A, res.reduced.B / c, res.reduced.C,
+                                              res.reduced.D / c)
+    assert res.lower_bound / c <= _hinf_sweep(E) <= res.error_bound / c
