@@ -288,7 +288,7 @@ def lyapunov_factor(
         ``"auto"``: ``"diagonal"`` for diagonal ``A``; for real dense ``A`` with ``n <= 1024``
         (and no `schur` given; above n = 128 only when 32 products ``A^k B`` decay by at least
         0.96 per step, ``lti._smith.smith_promising``, so that a slowly decaying ``A`` does not
-        pay for a failed attempt; at any n the attempt stops at squaring 5 when its sums of
+        pay for a failed attempt; at any n the attempt stops at squaring 4 to 6 when its sums of
         ``||A^j B||^2`` decay as slowly) ``"smith"`` when it converges within 12 squarings with
         every power ``||A^(2^k)||_F <= 8 sqrt(n)`` (the growth guard ``SMITH_MAX_GROWTH`` of
         :mod:`lti._smith`: spectral radius up to about 0.99 and no transient growth; a dense A
