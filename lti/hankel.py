@@ -113,6 +113,12 @@ class HankelNormApproximation:
     minimal_order: int
     measured_error: float | None = None
 
+    @property
+    def n_unstable(self) -> int:
+        """0: the input is Schur-stable (as in :class:`lti.BalancedTruncation`, so that the
+        :mod:`lti.testing` helpers take this result too)."""
+        return 0
+
     def __repr__(self) -> str:
         return (
             f"HankelNormApproximation(order={self.order}, n={self.hsv.size}, "

@@ -169,3 +169,19 @@ def test_scaled_systems_scale_the_result(c):
     E = DiscreteLTI(A, B, C, D) - DiscreteLTI(res.reduced.A, res.reduced.B / c, res.reduced.C,
                                               res.reduced.D / c)
     assert res.lower_bound / c <= _hinf_sweep(E) <= res.error_bound / c
+
+
+def test_testing_helpers_take_a_hankel_result():
+    """lti.testing.assert_reduction_within_bounds(G, result) raised AttributeError
+    ('HankelNormApproximation' object has no attribute 'n_unstable')."""
+    from lti import testing
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 6))
+    A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
+    G = DiscreteLTI(A, rng.standard_normal((6, 2)), rng.standard_normal((2, 6)),
+                    rng.standard_normal((2, 2)))
+    res = hankel_norm_approximation(G, order=2)
+    testing.assert_reduction_within_bounds(G, res)
+    err = testing.reduction_error(G, res)
+    assert err == pytest.approx(_hinf_sweep(G - res.reduced), rel=1e-8, abs=0)
