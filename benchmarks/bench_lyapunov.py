@@ -26,7 +26,8 @@ The ratio table also gives both lti times as multiples of ONE real Schur decompo
 ``A`` (``scipy.linalg.schur``, timed in the same run): the floor of any Schur-based dense
 solver (the factored Smith path needs no Schur form and can go below it; the last two
 columns name the paths the factor and the solve took: for the solve "schur+F" when Q's low-rank
-factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran).
+factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran,
+"+refine(single)" when its correction ran in single precision).
 
 The header states whether lti's optional compiled kernels (numba, ``lti._jit``) ran and
 numba's version; one untimed warm-up solve and factor (n = 512) precede the timings, so
@@ -123,8 +124,11 @@ def solve_path(kind, A, Q) -> str:
     """Which path ``solve_discrete_lyapunov(A, Q)`` (method "auto") takes, re-derived outside
     the timing: "diagonal", "smith" (X = L L^T, Q of low rank), or "schur" with "+F" when the
     Schur-coordinate right-hand side comes from Q's low-rank factor and "+refine" when the
-    residual-triggered refinement step runs."""
-    from lti._stein import REFINE_RTOL, solve_schur
+    residual-triggered refinement step runs ("+refine(single)" when its correction was
+    solved in single precision and kept by its probe check)."""
+    from lti import _stein
+    from lti._schur import real_schur
+    from lti._validation import symmetrize_
     from lti.lyapunov import _factored_solve
 
     if kind != "dense":
@@ -132,9 +136,16 @@ def solve_path(kind, A, Q) -> str:
     X, F = _factored_solve(A, Q)
     if X is not None:
         return "smith"
-    X0 = solve_schur(A, Q, factor=F)
-    refined = np.linalg.norm(A @ X0 @ A.T - X0 + Q) > REFINE_RTOL * np.linalg.norm(Q)
-    return "schur" + ("+F" if F is not None else "") + ("+refine" if refined else "")
+    S = real_schur(A)
+    X0 = _stein.solve_schur(A, Q, S, factor=F)
+    R = symmetrize_((A @ X0) @ A.T - X0 + Q)  # as solve_schur computes it
+    r0 = np.linalg.norm(R) / np.linalg.norm(Q)
+    path = "schur" + ("+F" if F is not None else "")
+    if not r0 > _stein.REFINE_RTOL:
+        return path
+    single = (A.shape[0] >= _stein._SINGLE_MIN and r0 <= _stein._SINGLE_MAX_RESIDUAL
+              and _stein._single_correction(A, R, S.T, S.Z) is not None)
+    return path + ("+refine(single)" if single else "+refine")
 
 
 def jit_info() -> str:
