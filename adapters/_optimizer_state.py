@@ -17,17 +17,23 @@ optimizer's first step and registers the same upgrade as that optimizer's
 ``load_state_dict`` post-hook, so later loads are upgraded too. After the first step of an
 optimizer the hook costs one weak-set lookup per step; it does nothing while compiling
 (call :func:`upgrade_optimizer_state` yourself before a compiled first step of an old state).
+
+The same hook warns when an optimizer trains an adapter whose SSM a state-dict load rebuilt
+with parameters it did not have (:func:`note_rebuilt`: a checkpoint of reduced adapters with
+complex modes loaded into real ones): the optimizer was built before the load and does not
+hold the new parameters, which would then never be trained.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-__all__ = ["upgrade_optimizer_state", "watch_optimizers"]
+__all__ = ["note_rebuilt", "upgrade_optimizer_state", "watch_optimizers"]
 
 #: Per-element entries (a parameter's shape) of torch's optimizers: Adam(W), Adamax, NAdam,
 #: RAdam, SGD, RMSprop, Adagrad, Adadelta, ASGD, Rprop. Used where no other parameter of the
@@ -39,6 +45,29 @@ PER_ELEMENT_KEYS = frozenset({"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_in
 
 _watched: weakref.WeakSet = weakref.WeakSet()
 _handle = None
+#: (parameters before, parameters added, where) of each SSM a state-dict load rebuilt
+_rebuilt: list[tuple[weakref.WeakSet, weakref.WeakSet, str]] = []
+
+
+def note_rebuilt(before, added, where: str) -> None:
+    """Record that a load gave the SSM at ``where`` the new parameters ``added``; an optimizer
+    that steps with any of ``before`` but not all of ``added`` is warned (once per check)."""
+    _rebuilt[:] = [r for r in _rebuilt if len(r[1])]
+    _rebuilt.append((weakref.WeakSet(before), weakref.WeakSet(added), where))
+
+
+def _warn_if_stale(optimizer: torch.optim.Optimizer) -> None:
+    if not _rebuilt:
+        return
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    stale = [where for before, added, where in _rebuilt
+             if any(id(p) in held for p in before) and not all(id(p) in held for p in added)]
+    if stale:
+        warnings.warn(
+            f"this optimizer trains the adapters at {stale[:3]} but not the parameters that "
+            "loading a state dict of another structure (e.g. reduced adapters with complex "
+            "modes) gave them: they will not be trained; build the optimizer after loading",
+            stacklevel=4)
 
 
 def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
@@ -97,6 +126,7 @@ def upgrade_optimizer_state(optimizer: torch.optim.Optimizer) -> int:
 
 def _after_load(optimizer: torch.optim.Optimizer) -> None:
     upgrade_optimizer_state(optimizer)
+    _warn_if_stale(optimizer)
 
 
 def _before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -105,6 +135,7 @@ def _before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> No
     _watched.add(optimizer)
     optimizer.register_load_state_dict_post_hook(_after_load)
     upgrade_optimizer_state(optimizer)
+    _warn_if_stale(optimizer)
 
 
 def watch_optimizers() -> None:

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from adapters._optimizer_state import watch_optimizers
+from adapters._optimizer_state import note_rebuilt, watch_optimizers
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 from adapters.ssm import DiagonalSSM
 
@@ -118,8 +118,21 @@ class HRMAdapter(nn.Module):
         ssm = self.ssm
         if stored is not None and stored != (ssm.n_real, ssm.n_complex):
             p = next(ssm.parameters())
-            self.ssm = ssm_of_structure(self.d_model, *stored, scan=ssm.scan, dtype=p.dtype,
-                                        device=p.device)
+            new = ssm_of_structure(self.d_model, *stored, scan=ssm.scan, dtype=p.dtype,
+                                   device=p.device)
+            added = []
+            for name, fresh in list(new._parameters.items()):
+                old = ssm._parameters.get(name)
+                if old is not None and fresh is not None:
+                    # the same Parameter object, resized: an optimizer built before the load
+                    # keeps training it (and takes an optimizer state saved with it)
+                    old.data = fresh.data
+                    new._parameters[name] = old
+                elif fresh is not None:
+                    added.append(fresh)
+            self.ssm = new
+            if added:  # an optimizer built before would not train these: said at its step
+                note_rebuilt(list(ssm.parameters()), added, prefix.rstrip(".") or "an adapter")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _apply(self, fn, recurse=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import warnings
 
 import pytest
 import torch
@@ -200,3 +201,52 @@ def test_plain_trainer_resumes_reduced_adapters_into_freshly_injected_ones(tmp_p
     assert {k: a.adapter.d_state for k, a in find_adapters(resumed).items()} == sizes
     again = adapter_state_dict(resumed)
     assert again.keys() == final.keys() and all(torch.equal(again[k], final[k]) for k in final)
+
+
+def test_a_loop_of_one_s_own_resumes_smaller_adapters_with_an_optimizer_built_before(tmp_path):
+    """``opt = AdamW(model.parameters()); model.load_state_dict(...); opt.load_state_dict(...)``
+    with adapters of fewer real modes: the same Parameter objects are resized, so the optimizer
+    built before the load trains them, from its saved state, as the uninterrupted run does. A
+    structure with complex modes where there were none adds parameters: that warns."""
+    from adapters.layer import ssm_of_structure
+
+    def steps(model, opt, n):
+        for _ in range(n):
+            opt.zero_grad()
+            model(IDS, labels=IDS).loss.backward()
+            opt.step()
+
+    def trainable(model):
+        return [p for p in model.parameters() if p.requires_grad]
+
+    config = HRMConfig(d_state=8, gate_init=0.3)
+    model = inject(tiny_causal_lm("llama"), config)
+    for adapted, n in zip(find_adapters(model).values(), (3, 5), strict=True):
+        adapted.adapter.ssm = ssm_of_structure(32, n, 0, dtype=torch.float32)
+    opt = torch.optim.AdamW(trainable(model), lr=1e-2)
+    steps(model, opt, 2)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, tmp_path / "ckpt.pt")
+    steps(model, opt, 2)
+    want = adapter_state_dict(model)
+
+    fresh = inject(tiny_causal_lm("llama"), config)  # 8 real modes per layer
+    resumed = torch.optim.AdamW(trainable(fresh), lr=1e-2)
+    saved = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    fresh.load_state_dict(saved["model"])
+    resumed.load_state_dict(saved["opt"])
+    steps(fresh, resumed, 2)
+    got = adapter_state_dict(fresh)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+    mixed = inject(tiny_causal_lm("llama"), config)
+    find_adapters(mixed)["model.layers.1.mlp"].adapter.ssm = ssm_of_structure(32, 3, 1)
+    target = inject(tiny_causal_lm("llama"), config)
+    early = torch.optim.AdamW(trainable(target), lr=1e-2)  # built before: misses the new ones
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the load itself does not warn (a Trainer builds after)
+        target.load_state_dict(mixed.state_dict())
+        late = torch.optim.AdamW(trainable(target), lr=1e-2)
+        steps(target, late, 1)
+    with pytest.warns(UserWarning, match=r"adapters at \['hrm_adapters.model.layers.1.mlp"
+                      r".*will not be trained; build the optimizer after loading"):
+        steps(target, early, 1)
