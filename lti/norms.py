@@ -42,12 +42,26 @@ def _require_stable(G: DiscreteLTI, what: str) -> None:
     point can tell (python-control's sampled undamped oscillator, rho = 1 - 3e-16)."""
     rho = G.spectral_radius()
     A = G.A.toarray() if is_sparse(G.A) else G.A
-    margin = stability_margin(G.n, float(np.linalg.norm(A)))
+    margin = stability_margin(G.n, _fro(A))
     if not rho < 1.0 - margin:
         raise UnstableSystemError(
             f"the {what} is defined for Schur-stable systems only: "
             + unstable_message("`sys.A`", rho, margin)
         )
+
+
+def _fro(X) -> float:
+    """Frobenius norm without under/overflow of the squares: BLAS ``nrm2`` on the flat
+    array (scaled sum of squares), where ``np.linalg.norm`` squares the entries and
+    returns inf at 1e160 and 0 at 1e-170."""
+    return float(sla.norm(np.ravel(X))) if np.size(X) else 0.0
+
+
+def _pow2_exponent(X) -> int:
+    """``e`` with ``max|X| = f 2^e``, ``0.5 <= f < 1`` (0 for a zero or empty X): dividing
+    by ``2^e`` (``np.ldexp(X, -e)``) is exact and brings the largest entry to [0.5, 1)."""
+    mx = float(np.max(np.abs(X), initial=0.0))
+    return int(np.frexp(mx)[1]) if mx > 0.0 else 0
 
 
 # ------------------------------------------------------------------------ H2, Hankel
@@ -97,11 +111,17 @@ def h2_norm(sys) -> float:
     G = as_discrete_system(sys)
     if not is_sparse(G.A):  # sparse: the ADI checks its Ritz values instead
         _require_stable(G, "H2 norm")
-    total = float(np.sum(G.D**2))
-    if G.n:
-        Lc = lyapunov_factor(G.A, G.B)
-        total += float(np.sum((G.C @ Lc) ** 2))
-    return float(np.sqrt(total))
+    d = _fro(G.D)
+    if not G.n or not np.any(G.B) or not np.any(G.C):
+        return d
+    # scale-invariant: the Stein equation is solved for B / 2^eb and the output energy
+    # taken of C / 2^ec (both exact), the norms by scaled sums of squares, and the powers
+    # of two put back at the end: no under/overflow unless the norm itself is not
+    # representable (B * 1e-170 gave 0 and B * 1e160 inf by squaring the entries)
+    eb, ec = _pow2_exponent(G.B), _pow2_exponent(G.C)
+    Lc = lyapunov_factor(G.A, np.ldexp(G.B, -eb))
+    e = _fro(np.ldexp(G.C, -ec) @ Lc)
+    return float(np.hypot(d, np.ldexp(e, eb + ec)))
 
 
 def hankel_norm(sys) -> float:
