@@ -464,6 +464,7 @@ def main(argv=None):
             f"{s['median_s'] / arm_stats['base']['median_s']:.3f} | {cell} |")
     dis, ldis, lavd = pairs["disabled"], lock["disabled"], lock["adapted_vs_disabled"]
     share = lock["adapted"]["prompt_share"]
+    loop_s = float(np.median(prompt["base"]) + np.median(np.asarray(steps["base"]), axis=0).sum())
     summary = (
         f"\nLockstep decoding ({args.lockstep} rounds, {n_steps} paired steps; intervals from "
         "a bootstrap over rounds):\n\n"
@@ -472,7 +473,10 @@ def main(argv=None):
         f"(the prompt is {100 * share:.1f} % of the base's time)\n"
         f"- disabled / base (noise floor, no branch computed): generate "
         f"{_interval(ldis['generate'])}; per step {_interval(ldis['step'])}\n"
-        f"- adapted / disabled (the branch alone): generate {_interval(lavd['generate'])}\n\n"
+        f"- adapted / disabled (the branch alone): generate {_interval(lavd['generate'])}\n"
+        f"- the base's loop takes {loop_s:.3f} s (median prompt plus the sum of the median step "
+        f"times), its whole generate {arm_stats['base']['median_s']:.3f} s (median; generate "
+        "adds its own per-token work, the same in every arm)\n\n"
         f"Whole generates ({args.repeats} paired rounds):\n\n"
         f"- adapted / base: {_pct(ad['median'])} (median of {args.repeats} paired rounds; "
         f"95 % CI {_pct(ad['low'])} to {_pct(ad['high'])}); minimum "
@@ -500,6 +504,7 @@ def main(argv=None):
             "loadavg_start": list(load_start), "loadavg_end": list(load_end),
             "timed_seconds": elapsed,
             "lockstep": {"prompt_s": prompt, "steps_s": steps, "paired": lock,
+                         "base_loop_s": loop_s,
                          "statistic": "medians of paired per-step and per-round prompt ratios "
                                       "to base, combined as (P rho_prompt + S rho_step) / "
                                       "(P + S) with the base's median prompt time P and summed "
