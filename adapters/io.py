@@ -559,7 +559,7 @@ def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
             f"keys {unexpected}, mismatched {mismatched}"
         )
     for name, ssm in swaps.items():
-        adapters[name].adapter.ssm = ssm
+        adapters[name].adapter.take_structure(ssm, where=name)
     with torch.no_grad():
         for name, adapted in adapters.items():
             state = adapted.adapter.state_dict(keep_vars=True)

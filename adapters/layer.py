@@ -118,22 +118,27 @@ class HRMAdapter(nn.Module):
         ssm = self.ssm
         if stored is not None and stored != (ssm.n_real, ssm.n_complex):
             p = next(ssm.parameters())
-            new = ssm_of_structure(self.d_model, *stored, scan=ssm.scan, dtype=p.dtype,
-                                   device=p.device)
-            added = []
-            for name, fresh in list(new._parameters.items()):
-                old = ssm._parameters.get(name)
-                if old is not None and fresh is not None:
-                    # the same Parameter object, resized: an optimizer built before the load
-                    # keeps training it (and takes an optimizer state saved with it)
-                    old.data = fresh.data
-                    new._parameters[name] = old
-                elif fresh is not None:
-                    added.append(fresh)
-            self.ssm = new
-            if added:  # an optimizer built before would not train these: said at its step
-                note_rebuilt(list(ssm.parameters()), added, prefix.rstrip(".") or "an adapter")
+            self.take_structure(ssm_of_structure(self.d_model, *stored, scan=ssm.scan,
+                                                 dtype=p.dtype, device=p.device),
+                                where=prefix.rstrip(".") or "an adapter")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def take_structure(self, new: DiagonalSSM, *, where: str = "an adapter") -> None:
+        """Install ``new`` (a placeholder of another mode structure, values to be loaded) as
+        this adapter's SSM, keeping the Parameter objects both structures have (resized in
+        place), so that an optimizer built before keeps training them; parameters only
+        ``new`` has are recorded (an optimizer that misses them is warned at its step)."""
+        ssm, added = self.ssm, []
+        for name, fresh in list(new._parameters.items()):
+            old = ssm._parameters.get(name)
+            if old is not None and fresh is not None:
+                old.data = fresh.data
+                new._parameters[name] = old
+            elif fresh is not None:
+                added.append(fresh)
+        self.ssm = new
+        if added:
+            note_rebuilt(list(ssm.parameters()), added, where)
 
     def _apply(self, fn, recurse=True):
         """``nn.Module._apply`` that never lowers a tensor below float32 (see Notes)."""

@@ -456,3 +456,23 @@ def test_saving_into_a_file_path_is_a_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError, match="is a file; `save_adapter` writes a folder"):
         save_adapter(model, path)
     assert path.read_text() == "x"
+
+
+def test_load_adapter_of_smaller_adapters_keeps_an_optimizer_built_before_training_them(tmp_path):
+    from adapters.layer import ssm_of_structure
+
+    source = inject(tiny("llama"), HRMConfig(d_state=8, gate_init=0.3))
+    for adapted, n in zip(find_adapters(source).values(), (3, 5), strict=True):
+        adapted.adapter.ssm = ssm_of_structure(H, n, 0, dtype=torch.float32)
+    save_adapter(source, tmp_path)
+    target = inject(tiny("llama"), HRMConfig(d_state=8, gate_init=0.3))
+    params = [p for p in target.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=0.1)
+    load_adapter(target, tmp_path)
+    assert {id(p) for p in target.parameters() if p.requires_grad} == {id(p) for p in params}
+    want = adapter_state_dict(source)
+    got = adapter_state_dict(target)
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    target(IDS, labels=IDS).loss.backward()
+    opt.step()
+    assert any(not torch.equal(adapter_state_dict(target)[k], want[k]) for k in want)
