@@ -22,9 +22,10 @@ of graded realisations (tested). ``P = W P~ W^H`` then gives a real factor.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import lapack
 
-from lti.exceptions import SolverError
+from lti.exceptions import ShapeError, SolverError, SparseNotSupportedError
 
 __all__ = ["diagonal_stein_factor", "modal_form", "modal_gramian_factors",
            "stein_factors_diagonal"]
@@ -34,6 +35,29 @@ _EPS = np.finfo(np.float64).eps
 #: scaled closed-form Gramian for which its Cholesky factor is used (factor accurate to
 #: about ``n eps / CHOL_RCOND`` relative); below it, the Schur algorithm on the generator.
 CHOL_RCOND = 1e-3
+
+_SPARSE_A = ("a modal `A` is (block) diagonal, so pass `A.toarray()` (closed form, O(n^2) "
+             "memory); for a large sparse `A` use lti.lyapunov_factor(A, B) or "
+             "lti.gramian_factors(G) (low-rank ADI factors, lti.lowrank)")
+
+
+def _dense(what: str, name: str, X, alternative: str | None = None) -> np.ndarray:
+    """``X`` as an ndarray; :class:`SparseNotSupportedError` naming the alternative when it
+    is ``scipy.sparse`` (as :func:`lti.lowrank.dense_only` for the systems' entry points)."""
+    if sp.issparse(X):
+        raise SparseNotSupportedError(
+            f"{what} needs dense algebra on `{name}`, which is sparse (shape {X.shape}); "
+            + (alternative or f"pass `{name}.toarray()` (B, C and the generators are dense "
+               "in lti: few columns)")
+        )
+    return np.asarray(X)
+
+
+def _check_generator(what: str, name: str, M: np.ndarray, n: int, rows: bool = True) -> None:
+    """ShapeError unless ``M`` is 2-D with ``n`` rows (``rows``) or ``n`` columns."""
+    if M.ndim != 2 or M.shape[0 if rows else 1] != n:
+        side = "rows" if rows else "columns"
+        raise ShapeError(f"{what}: `{name}` must be 2-D with n = {n} {side}; got shape {M.shape}")
 
 
 def modal_form(A: np.ndarray):
@@ -52,6 +76,12 @@ def modal_form(A: np.ndarray):
         ``pairs`` : int ndarray, the first state index of each 2x2 block. ``None`` when
         ``A`` is not block diagonal with 1x1 blocks and 2x2 blocks of that form.
     """
+    A = _dense("modal_form()", "A", A, _SPARSE_A)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ShapeError(f"modal_form(): `A` must be square; got shape {A.shape}")
+    if A.dtype.kind == "c":  # its real part would be read as the modes
+        raise ShapeError("modal_form(): `A` must be real; got a complex array (for a complex "
+                         "diagonal use lti.modal.diagonal_stein_factor(diag(A), B))")
     n = A.shape[0]
     if n > 2 and (A[0, n - 1] != 0 or A[n - 1, 0] != 0):
         return None  # a corner outside the band: the common dense case, decided in O(1)
@@ -121,8 +151,10 @@ def stein_factors_diagonal(f: np.ndarray, Gs) -> list[np.ndarray]:
     for diagonal ``A`` without the Householder reflector: n steps of ``O(n k)`` work per
     problem.
     """
-    f = np.atleast_2d(f)
-    return [_schur_algorithm(fb, np.asarray(Gb)) for fb, Gb in zip(f, Gs, strict=True)]
+    what = "stein_factors_diagonal()"
+    f = np.atleast_2d(_dense(what, "f", f, "pass the diagonals as an ndarray of shape (q, n)"))
+    Gs = [_dense(what, "Gs[i]", Gb) for Gb in Gs]
+    return [_schur_algorithm(fb, Gb) for fb, Gb in zip(f, Gs, strict=True)]
 
 
 def _schur_algorithm(f: np.ndarray, G: np.ndarray) -> np.ndarray:
@@ -236,9 +268,13 @@ def diagonal_stein_factor(f, G) -> np.ndarray:
     >>> bool(np.linalg.norm(X - np.diag(f) @ X @ np.diag(f).conj().T - G @ G.conj().T) < 1e-13)
     True
     """
-    f = np.asarray(f)
-    G = np.asarray(G)
+    what = "diagonal_stein_factor()"
+    f = _dense(what, "f", f, "pass the diagonal as a 1-D array (`A.diagonal()`)")
+    G = _dense(what, "G", G)
+    if f.ndim != 1:
+        raise ShapeError(f"{what}: `f` must be 1-D (the diagonal of A); got shape {f.shape}")
     n = f.size
+    _check_generator(what, "G", G, n)
     scale = float(np.max(np.abs(G), initial=0.0))
     if scale == 0.0:
         return np.zeros((n, n), dtype=np.result_type(f, G, np.float64))
@@ -297,11 +333,16 @@ def modal_gramian_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, modal=Non
     >>> bool(np.linalg.norm(G.A @ P @ G.A.T - P + G.B @ G.B.T) < 1e-13 * np.linalg.norm(P))
     True
     """
+    what = "modal_gramian_factors()"
+    A = _dense(what, "A", A, _SPARSE_A)
+    B, C = _dense(what, "B", B), _dense(what, "C", C)
     form = modal_form(A) if modal is None else modal
     if form is None:
         return None
     lam, pairs = form
     n = lam.size
+    _check_generator(what, "B", B, n)
+    _check_generator(what, "C", C, n, rows=False)
     rho = float(np.max(np.abs(lam), initial=0.0))
     real = pairs.size == 0
     f = lam.real if real else lam
