@@ -78,3 +78,16 @@ def test_stability_check_without_overflow_warning():
         warnings.simplefilter("error")
         with pytest.raises(UnstableSystemError, match="rounding margin"):
             _require_stable(G, "H2 norm")
+
+
+@pytest.mark.parametrize("zero", ["B", "C"])
+def test_h2_norm_zero_b_or_c_still_checks_stability(zero):
+    # sparse A: the low-rank solver's Ritz-value check is the stability test, so B = 0 or
+    # C = 0 must not short-cut it (dense A: _require_stable); B = 0 -> ||D||_F when stable
+    B = np.zeros((2, 1)) if zero == "B" else np.ones((2, 1))
+    C = np.zeros((1, 2)) if zero == "C" else np.ones((1, 2))
+    for A in (np.diag([1.5, 0.2]), sp.csr_matrix(np.diag([1.5, 0.2]))):
+        with pytest.raises(UnstableSystemError):
+            h2_norm(DiscreteLTI(A, B, C))
+    for A in (np.diag([0.5, 0.2]), sp.csr_matrix(np.diag([0.5, 0.2]))):
+        assert h2_norm(DiscreteLTI(A, B, C, [[-2.0]])) == 2.0
