@@ -16,7 +16,7 @@ from scipy.linalg import blas, lapack
 
 from lti._hammarling_real import real_hammarling
 from lti._jit import kernel
-from lti._schur import ct, rotate_columns, rotate_rows_
+from lti._schur import complex_triangle, ct, rotate_columns, rotate_rows_
 from lti.exceptions import SolverError
 
 __all__ = [
@@ -326,8 +326,10 @@ def schur_factor(Tc: np.ndarray, idx: np.ndarray, G: np.ndarray, Bs: np.ndarray,
 def schur_form_factor(schur, Bs: np.ndarray, transpose: bool) -> tuple[np.ndarray, bool]:
     """:func:`schur_factor` from a :class:`lti._schur.SchurForm` with real ``T``: the
     compiled real quasi-triangular kernel (:mod:`lti._hammarling_real`, no complex
-    triangle) when compiled kernels are enabled, else (or should a 2x2 step of it not be
-    positive definite) the complex triangle of ``T`` (cached in `schur`)."""
+    triangle) when compiled kernels are enabled, else the complex triangle of ``T``
+    (cached in `schur`). Should the real recursion stop at a 2x2 step (not positive
+    definite, or a nearly real pair), the trailing problem is finished on the complex
+    triangle of its block."""
     T = schur.T
     if T.dtype == np.float64 and Bs.dtype == np.float64:
         if transpose:  # T^T Xs T - Xs + Bs Bs^T = 0: A = T
@@ -336,8 +338,13 @@ def schur_form_factor(schur, Bs: np.ndarray, transpose: bool) -> tuple[np.ndarra
             WH, C = T[::-1, ::-1], compress_rows(Bs[::-1].T)
         C = np.array(C, order="F", copy=True)
         negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel(order="K"))[0]
-        R = real_hammarling(np.asfortranarray(WH), C, negligible)
-        if R is not None:
+        WH = np.asfortranarray(WH)
+        out = real_hammarling(WH, C, negligible)
+        if out is not None:
+            R, j, C = out
+            if j < R.shape[0]:  # the trailing problem from a degenerate 2x2 step on
+                A22 = np.ascontiguousarray(WH[j:, j:].T)
+                R[j:, j:] = schur_factor(*complex_triangle(A22), C[:, j:].T, True)[0]
             return R, not transpose
     Tc, idx, G = schur.complex_triangle()
     return schur_factor(Tc, idx, G, Bs, transpose)

@@ -110,12 +110,43 @@ def test_extreme_scales(scale):
 
 
 @needs_numba
-def test_not_positive_definite_step_falls_back():
-    # an unstable 2x2 block: its X11 is not positive definite -> None (the caller's
-    # complex path then reports or handles it)
+def test_not_positive_definite_step_stops():
+    # an unstable 2x2 block: its X11 is not positive definite -> the kernel stops at row 0
+    # and leaves the right-hand side untouched
     T = np.array([[1.1, 0.5, 0.3], [-0.5, 1.1, 0.2], [0.0, 0.0, 0.5]])
     C = np.asfortranarray(np.ones((1, 3)))
-    assert _hammarling_real.real_hammarling(np.asfortranarray(T.T), C, 0.0) is None
+    U, j, C2 = _hammarling_real.real_hammarling(np.asfortranarray(T.T), C, 0.0)
+    assert j == 0 and not U.any() and np.array_equal(C2, np.ones((1, 3)))
+
+
+@needs_numba
+@pytest.mark.parametrize("transpose", [False, True])
+def test_nearly_real_pairs_finish_on_the_complex_triangle(transpose):
+    # 2x2 blocks a +- i sqrt(-b c) with -b c tiny: U11 nearly singular. The real recursion
+    # lost accuracy there (residual 1e-13 .. 7e-10 instead of 1e-16); now it stops and the
+    # trailing problem is solved on its complex triangle
+    rng = np.random.default_rng(11)
+    n, stopped = 10, 0
+    for a, b, c in ((0.5, 1.0, -1e-6), (0.5, 1e-6, -1e-6), (0.5, 1.0, -1e-14),
+                    (0.9, 1e-3, -1e-9), (0.99, 10.0, -1e-12)):
+        T = np.triu(rng.standard_normal((n, n))) * 0.2
+        np.fill_diagonal(T, rng.uniform(-0.9, 0.9, n))
+        for k in (0, 5):  # two such blocks
+            T[k, k] = T[k + 1, k + 1] = a
+            T[k, k + 1], T[k + 1, k] = b, c
+        Bs = rng.standard_normal((n, 1))
+        WH = T.T if transpose else T[::-1, ::-1]
+        C = np.array((Bs if transpose else Bs[::-1]).T, order="F")
+        stopped += _hammarling_real.real_hammarling(np.asfortranarray(WH), C, 0.0)[1] < n
+        R, flip, calls = _factor(T, Bs, transpose, True)
+        Rc, flipc = _hammarling.schur_factor(*complex_triangle(T), Bs, transpose)
+        X, Xc = _gram(R, flip), _gram(Rc, flipc)
+        M = T.T if transpose else T
+        for Y in (X, Xc):
+            assert np.linalg.norm(M @ Y @ M.T - Y + Bs @ Bs.T) <= 2e-15 * np.linalg.norm(Y)
+        assert np.linalg.norm(X - Xc) <= 1e-13 * np.linalg.norm(Xc)
+        assert np.array_equal(np.tril(R, -1), np.zeros_like(R))
+    assert stopped >= 3
 
 
 def test_kernel_source_runs_as_python():
@@ -126,7 +157,7 @@ def test_kernel_source_runs_as_python():
     U = np.zeros((12, 12), order="F")
     C = np.array(Bs.T, order="F")
     assert _hammarling_real._real_rows.py_func(np.asfortranarray(T.T), C.ravel(order="F"), 2,
-                                               U, 0.0) == 0
+                                               U, 0.0) == 12  # all steps taken
     Rc, _ = _hammarling.schur_factor(*complex_triangle(T), Bs, True)
     np.testing.assert_allclose(U.T @ U, Rc.T @ Rc, rtol=0, atol=1e-13 * np.abs(Rc.T @ Rc).max())
 
