@@ -202,6 +202,46 @@ class HinfNorm(tuple):
     def __hash__(self):
         return hash(tuple(self))
 
+    # the rest of the tuple protocol on the pair too (tuple's own methods see the hidden
+    # third item): copy / deepcopy / pickle rebuild all three fields through __new__
+    def __getnewargs__(self):
+        return tuple.__getitem__(self, slice(0, 3))
+
+    def _pair(self) -> tuple:
+        return tuple.__getitem__(self, slice(0, 2))
+
+    def __add__(self, other):
+        return self._pair() + other
+
+    def __radd__(self, other):
+        return other + self._pair()
+
+    def __mul__(self, k):
+        return self._pair() * k
+
+    __rmul__ = __mul__
+
+    def __contains__(self, x) -> bool:
+        return x in self._pair()
+
+    def count(self, x) -> int:
+        return self._pair().count(x)
+
+    def index(self, x, *args) -> int:
+        return self._pair().index(x, *args)
+
+    def __lt__(self, other):
+        return self._pair() < other
+
+    def __le__(self, other):
+        return self._pair() <= other
+
+    def __gt__(self, other):
+        return self._pair() > other
+
+    def __ge__(self, other):
+        return self._pair() >= other
+
     @property
     def value(self) -> float:
         return tuple.__getitem__(self, 0)
