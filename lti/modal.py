@@ -25,7 +25,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg import lapack
 
-from lti.exceptions import ShapeError, SolverError, SparseNotSupportedError
+from lti.exceptions import (
+    NonFiniteError,
+    ShapeError,
+    SolverError,
+    SparseNotSupportedError,
+    UnstableSystemError,
+)
 
 __all__ = ["diagonal_stein_factor", "modal_form", "modal_gramian_factors",
            "stein_factors_diagonal"]
@@ -51,6 +57,17 @@ def _dense(what: str, name: str, X, alternative: str | None = None) -> np.ndarra
                "in lti: few columns)")
         )
     return np.asarray(X)
+
+
+def _check_inside(what: str, rho: float) -> None:
+    """The closed forms divide by ``1 - lambda_i conj(lambda_j)``: NaN factors (with
+    RuntimeWarnings) unless every mode is inside the unit circle. O(1) given ``rho``; the
+    Gramian solvers check their own stability margin before calling."""
+    if not rho < 1.0:
+        if np.isnan(rho):
+            raise NonFiniteError(f"{what}: the modes must be finite; got nan")
+        raise UnstableSystemError(f"{what}: the modes must lie inside the unit circle "
+                                  f"(Schur-stable A); got max |lambda| = {rho:.6g}")
 
 
 def _check_generator(what: str, name: str, M: np.ndarray, n: int, rows: bool = True) -> None:
@@ -153,6 +170,7 @@ def stein_factors_diagonal(f: np.ndarray, Gs) -> list[np.ndarray]:
     """
     what = "stein_factors_diagonal()"
     f = np.atleast_2d(_dense(what, "f", f, "pass the diagonals as an ndarray of shape (q, n)"))
+    _check_inside(what, float(np.max(np.abs(f), initial=0.0)))
     Gs = [_dense(what, "Gs[i]", Gb) for Gb in Gs]
     return [_schur_algorithm(fb, Gb) for fb, Gb in zip(f, Gs, strict=True)]
 
@@ -243,7 +261,8 @@ def diagonal_stein_factor(f, G) -> np.ndarray:
     Parameters
     ----------
     f : array_like, shape (n,)
-        Diagonal of a Schur-stable ``A`` (real or complex, ``|f_i| < 1``; not checked).
+        Diagonal of a Schur-stable ``A`` (real or complex, ``|f_i| < 1``: else
+        UnstableSystemError; the margin to the circle is the caller's).
     G : array_like, shape (n, m)
         Right-hand side factor (real or complex, any ``m``).
 
@@ -275,6 +294,7 @@ def diagonal_stein_factor(f, G) -> np.ndarray:
         raise ShapeError(f"{what}: `f` must be 1-D (the diagonal of A); got shape {f.shape}")
     n = f.size
     _check_generator(what, "G", G, n)
+    _check_inside(what, float(np.max(np.abs(f), initial=0.0)))
     scale = float(np.max(np.abs(G), initial=0.0))
     if scale == 0.0:
         return np.zeros((n, n), dtype=np.result_type(f, G, np.float64))
@@ -299,8 +319,8 @@ def modal_gramian_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, modal=Non
     ----------
     A : ndarray, shape (n, n)
         Diagonal, or block diagonal with ``[[a, b], [-b, a]]`` blocks
-        (:meth:`lti.DiscreteLTI.from_diagonal`); spectral radius < 1 (checked by the
-        caller).
+        (:meth:`lti.DiscreteLTI.from_diagonal`); spectral radius < 1 (UnstableSystemError
+        otherwise; the stability margin to the circle is the caller's).
     B : ndarray, shape (n, m)
     C : ndarray, shape (p, n)
     modal : tuple, optional
@@ -344,6 +364,7 @@ def modal_gramian_factors(A: np.ndarray, B: np.ndarray, C: np.ndarray, modal=Non
     _check_generator(what, "B", B, n)
     _check_generator(what, "C", C, n, rows=False)
     rho = float(np.max(np.abs(lam), initial=0.0))
+    _check_inside(what, rho)
     real = pairs.size == 0
     f = lam.real if real else lam
     out = []

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from lti import ShapeError, SparseNotSupportedError
+from lti import NonFiniteError, ShapeError, SparseNotSupportedError, UnstableSystemError
 from lti.modal import (
     diagonal_stein_factor,
     modal_form,
@@ -88,3 +88,22 @@ def test_small_and_list_inputs():
     Lc, Lo, rho = modal_gramian_factors(np.array([[0.6]]), np.array([[2.0]]), np.array([[3.0]]))
     assert Lc @ Lc.T == pytest.approx(4.0 / 0.64, rel=1e-15)
     assert Lo @ Lo.T == pytest.approx(9.0 / 0.64, rel=1e-15) and rho == 0.6
+
+
+def test_modes_on_or_outside_the_circle_are_refused():
+    # the old code returned NaN factors (RuntimeWarnings only): diagonal_stein_factor([1, 0.5])
+    # -> [[nan, 0], [0, 1.1547]]; modal_gramian_factors(diag(1.2, 0.5)) -> NaN, rho 1.2
+    G = np.ones((2, 1))
+    for f in ([1.0, 0.5], [1.2, 0.5], [0.3, 0.8 + 0.6j]):
+        with pytest.raises(UnstableSystemError, match=r"inside the unit circle"):
+            diagonal_stein_factor(np.array(f), G)
+        with pytest.raises(UnstableSystemError, match=r"inside the unit circle"):
+            stein_factors_diagonal(np.array(f), [G])
+    for Ab in (np.diag([1.2, 0.5]), np.array([[0.6, 0.8], [-0.8, 0.6]])):  # |0.6 + 0.8j| = 1
+        with pytest.raises(UnstableSystemError, match=r"max \|lambda\| = "):
+            modal_gramian_factors(Ab, G, G.T)
+    with pytest.raises(NonFiniteError):
+        diagonal_stein_factor(np.array([0.5, np.nan]), G)
+    # just inside: finite factors
+    L = diagonal_stein_factor(np.array([1.0 - 1e-12, 0.5]), G)
+    assert np.all(np.isfinite(L))
