@@ -483,12 +483,18 @@ class CalibrationStats:
         ----------
         path : str or os.PathLike
             File to write (replaced atomically if it exists: a temporary file in the same
-            directory, fsync, rename); used as given, so name it ``*.npz``.
+            directory, fsync, rename); used as given, so name it ``*.npz``. Missing parent
+            folders are created.
 
         Returns
         -------
         pathlib.Path
             ``path``.
+
+        Raises
+        ------
+        CheckpointError
+            ``path`` is an existing folder.
 
         Examples
         --------
@@ -507,6 +513,10 @@ class CalibrationStats:
         """
         state = self.state_dict()
         path = Path(path)
+        if path.is_dir():
+            raise CheckpointError(f"{str(path)!r} is a folder; `CalibrationStats.save` writes a "
+                                  "file, e.g. " + repr(str(path / "stats.npz")))
+        path.parent.mkdir(parents=True, exist_ok=True)
         header = np.frombuffer(json.dumps(state["meta"]).encode(), dtype=np.uint8)
         with atomic_open(path, "wb") as fh:  # a killed save leaves the old file (issue 16)
             np.savez(fh, __meta__=header, **state["arrays"])

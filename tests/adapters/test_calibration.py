@@ -227,3 +227,17 @@ def test_load_of_a_damaged_statistics_file_raises_checkpoint_error(base, tmp_pat
         np.savez(path, x=np.zeros(3))  # a valid .npz without the statistics header
     with pytest.raises(CheckpointError, match="not a calibration-statistics file"):
         CalibrationStats.load(path)
+
+
+def test_save_into_a_folder_is_refused_and_missing_parents_are_made(base, tmp_path):
+    # regression: a folder gave a bare IsADirectoryError naming the temporary file, a missing
+    # parent a FileNotFoundError (save_adapter makes its folder)
+    stats = calibrate(_adapted(base, "real"), _batches(seed=1, n=1), progress=False)
+    with pytest.raises(CheckpointError, match=r"is a folder; `CalibrationStats.save` writes a "
+                       r"file, e.g. '.*stats.npz'"):
+        stats.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    path = stats.save(tmp_path / "a" / "b" / "stats.npz")
+    back = CalibrationStats.load(path).state_dict()["arrays"]
+    want = stats.state_dict()["arrays"]
+    assert back.keys() == want.keys() and all(np.array_equal(back[k], want[k]) for k in want)
