@@ -188,3 +188,23 @@ def test_gramian_factors_and_hsvs_both_paths(monkeypatch):
     hc = hankel_singular_values(G)
     big = hc >= 1e-8 * hc[0]
     assert np.max(np.abs(h[big] - hc[big])) <= 1e-10 * hc[0]
+
+
+@needs_numba
+def test_negligible_late_steps_do_not_stop_the_real_recursion():
+    # fast decay (rho = 0.5): late 2x2 steps, ~1e-8 .. 1e-64 below the factor's scale, have
+    # reflections that miss U11 by 1e-13 .. 1e-12 relative; they are taken (their share of
+    # X is negligible) instead of sending the rest to the complex path
+    n = 512
+    rng = np.random.default_rng(10 * n)
+    A = rng.standard_normal((n, n))
+    A *= 0.5 / np.max(np.abs(np.linalg.eigvals(A)))
+    T = sla.schur(A, output="real")[0]
+    Bs = rng.standard_normal((n, 2))
+    for WH, C in ((T.T, Bs.T), (T[::-1, ::-1], Bs[::-1].T)):
+        U, j, _ = _hammarling_real.real_hammarling(np.asfortranarray(WH), np.array(C, order="F"),
+                                                   0.0)
+        assert j == n
+        X = U.T @ U
+        M = WH.T
+        assert np.linalg.norm(M.T @ X @ M - X + C.T @ C) <= 1e-14 * np.linalg.norm(X)
