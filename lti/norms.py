@@ -97,7 +97,10 @@ def h2_norm(sys) -> float:
                    = \\|D\\|_F^2 + \\|C L_c\\|_F^2,
 
     with ``P = Lc Lc^T`` the controllability Gramian, whose factor comes from
-    :func:`lti.lyapunov.lyapunov_factor` (the Gramian itself is never formed).
+    :func:`lti.lyapunov.lyapunov_factor` (the Gramian itself is never formed). Scale-safe:
+    the factor is computed for ``B`` and the energy for ``C`` divided by powers of two (exact),
+    the Frobenius norms by scaled sums of squares (BLAS ``nrm2``) and ``D``'s part joined by
+    ``hypot``: no under/overflow unless the norm itself is not representable.
 
     Examples
     --------
