@@ -91,3 +91,15 @@ def test_h2_norm_zero_b_or_c_still_checks_stability(zero):
             h2_norm(DiscreteLTI(A, B, C))
     for A in (np.diag([0.5, 0.2]), sp.csr_matrix(np.diag([0.5, 0.2]))):
         assert h2_norm(DiscreteLTI(A, B, C, [[-2.0]])) == 2.0
+
+
+def test_h2_norm_prescaling_where_the_factor_is_not_representable():
+    # B * 1e308 at a pole 0.99: the Gramian factor itself overflows (lyapunov_factor raised a
+    # bare ValueError without the power-of-two prescaling) while ||G||_2 = 1e8 * ||G_1||_2 is
+    # representable; B * 1e-308 with C * 1e-15: C Lc is subnormal (7 % off without it).
+    # Closed form for diagonal A: ||G||_2^2 = sum_ij c_i b_i c_j b_j / (1 - a_i a_j).
+    a, b, c = np.array([0.99, 0.5]), np.array([1.0, 0.5]), np.array([1.0, -2.0])
+    exact = np.sqrt(np.sum(np.outer(c * b, c * b) / (1.0 - np.outer(a, a))))
+    for cb, cc in ((1e308, 1e-300), (1e-308, 1e-15)):
+        G = DiscreteLTI(np.diag(a), cb * b[:, None], cc * c[None, :])
+        assert h2_norm(G) == pytest.approx(cb * cc * exact, rel=1e-12, abs=0.0), (cb, cc)
