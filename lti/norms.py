@@ -54,7 +54,7 @@ def _fro(X) -> float:
     """Frobenius norm without under/overflow of the squares: BLAS ``nrm2`` on the flat
     array (scaled sum of squares), where ``np.linalg.norm`` squares the entries and
     returns inf at 1e160 and 0 at 1e-170."""
-    return float(sla.norm(np.ravel(X))) if np.size(X) else 0.0
+    return float(sla.norm(np.ravel(X), check_finite=False)) if np.size(X) else 0.0
 
 
 def _pow2_exponent(X) -> int:
