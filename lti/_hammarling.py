@@ -197,6 +197,8 @@ def hammarling_lower(WH: np.ndarray, C: np.ndarray) -> np.ndarray:
     n = WH.shape[0]
     cplx = np.iscomplexobj(WH)
     dtype = WH.dtype
+    if C.shape[0] == 0:  # no right-hand side (BLAS nrm2 refuses empty vectors): X = 0
+        return np.zeros((n, n), dtype=dtype, order="F")
     kern = _hammarling_rows.compiled()  # None: numba missing or LTI_DISABLE_JIT=1
     # rows whose active block is at most _JIT_ROWS: compiled loop; before them: BLAS
     jstop = n if kern is None or n < 2 else max(n - _JIT_ROWS, 0)

@@ -153,3 +153,17 @@ def test_numpy_path_when_disabled(monkeypatch):
     rng = np.random.default_rng(2)
     A, C = _triangular(40, rng, "complex"), _rhs(rng, 2, 40, "complex")
     _agree(_hammarling.hammarling_dense(A, C), _reference_hammarling(A, C), A, C)
+
+
+@pytest.mark.parametrize("disabled", ["1", "0"])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_empty_right_hand_side(disabled, transpose, monkeypatch):
+    # B with no columns: X = 0 on both paths (the BLAS loop used to fail inside dznrm2)
+    from lti import lyapunov_factor
+
+    monkeypatch.setenv("LTI_DISABLE_JIT", disabled)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 6))
+    A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
+    L = lyapunov_factor(A, np.zeros((6, 0)), method="hammarling", transpose=transpose)
+    assert L.shape == (6, 6) and not L.any()
