@@ -15,7 +15,7 @@ from lti._schur import SchurForm, complex_triangle, ct, real_schur
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
 
-__all__ = ["REFINE_RTOL", "SteinRecursion", "congruence", "smith_solve", "solve_schur"]
+__all__ = ["REFINE_RTOL", "SteinRecursion", "congruence", "fro_norm", "smith_solve", "solve_schur"]
 
 _LEAF = 64  # leaf size of the recursive Stein solvers (n = 1024: 64-state leaves)
 _LEAF_COMPILED = 48  # with the compiled leaf kernel (capped by _LEAF)
@@ -245,6 +245,16 @@ def _leaf_kernel_py(T1, T2, R, Y):
 _leaf_kernel = kernel(_leaf_kernel_py)
 
 
+def fro_norm(X: np.ndarray) -> float:
+    """Frobenius norm without under/overflow of the squares (BLAS ``nrm2``, scaled, on the
+    flat array): ``np.linalg.norm`` returns inf for entries ~1e155 and 0 for ~1e-155, which
+    made the residual tests below (refine or not, keep a correction or not) meaningless."""
+    x = np.ravel(X)
+    if x.size == 0:
+        return 0.0
+    return float((blas.dznrm2 if np.iscomplexobj(x) else blas.dnrm2)(x))
+
+
 REFINE_RTOL = 1e-13  # one refinement step when ||A X A^H - X + Q||_F exceeds this * ||Q||_F
 _CONGRUENCE_BLOCKS = 4  # symmetric products by 4 x 4 tiles: 10 of the 16 tiles computed
 
@@ -300,9 +310,9 @@ def solve_schur(
     X = congruence(Z, recursion.symmetric((0, n), to_schur(Q, factor)))
     if refine:
         R = symmetrize_((M @ X) @ ct(M) - X + Q)
-        r0 = np.linalg.norm(R) / np.linalg.norm(Q)
-        if r0 > REFINE_RTOL:
-            single = n >= _SINGLE_MIN and r0 <= _SINGLE_MAX_RESIDUAL
+        norm_r, norm_q = fro_norm(R), fro_norm(Q)
+        if norm_r > REFINE_RTOL * norm_q:
+            single = n >= _SINGLE_MIN and norm_r <= _SINGLE_MAX_RESIDUAL * norm_q
             dX = _single_correction(M, R, T, Z) if single else None
             if dX is None:
                 dX = congruence(Z, recursion.symmetric((0, n), to_schur(R)))
@@ -318,32 +328,43 @@ _SINGLE_MAX_RESIDUAL = float(np.finfo(np.float64).eps / np.finfo(np.float32).eps
 _PROBES = 4
 
 
+def _ldexp(X: np.ndarray, e: int) -> np.ndarray:
+    """``X 2^e`` (exact: no rounding, no intermediate 2^e that could overflow), real or
+    complex."""
+    if not np.iscomplexobj(X):
+        return np.ldexp(X, e)
+    out = np.empty_like(X)
+    out.real, out.imag = np.ldexp(X.real, e), np.ldexp(X.imag, e)
+    return out
+
+
 def _single_correction(M, R, T, Z):
     """The refinement's correction ``dX`` (``M dX M^H - dX + R = 0``) with its Schur
     coordinate right-hand side ``Z^H R Z`` and recursion in single precision, or ``None``
     when it is not accurate enough. It needs a few digits only (it takes a residual of
-    ~1e-12 to the ~1e-14 of the residual's own evaluation). ``Z``, ``T`` and
-    ``R / max|R|`` (no under/overflow) are rounded; the back-transform ``dX = Z dY Z^H``
-    stays in double precision: there ``||dY|| >> ||R||`` and single-precision rounding of
-    it gave 20x larger errors (n = 1024, rho = 0.9999: 3.3e-3 of ``R`` left vs 1.4e-4).
+    ~1e-12 to the ~1e-14 of the residual's own evaluation). ``Z``, ``T`` and ``R / 2^e``
+    (``2^e ~ max|R|``: no under/overflow) are rounded; the back-transform
+    ``dX = Z dY Z^H`` stays in double precision: there ``||dY|| >> ||R||`` and rounding it
+    to single gave 20x larger errors (n = 1024, rho = 0.9999: 3.3e-3 of ``R`` left vs
+    1.4e-4).
     The guard is a posteriori: for ``_PROBES`` fixed Gaussian vectors ``V`` the new
     residual ``(R + M dX M^H - dX) V`` (double precision, O(n^2) per vector) must be at
     most ``_SINGLE_TOL`` of ``R V``; otherwise (an ill-conditioned Stein operator, e.g.
     strongly non-normal ``A``) the caller solves in double precision."""
     n = T.shape[0]
     low = np.complex64 if np.iscomplexobj(T) else np.float32
-    scale = float(np.max(np.abs(R)))
-    if not 0 < scale < np.inf:
+    amax = float(np.max(np.abs(R)))
+    if not 0 < amax < np.inf:
         return None
+    e = int(np.frexp(amax)[1])  # R / 2^e: exact, max entry in [0.5, 1), even from subnormals
     Z1 = Z.astype(low)
-    Rz = congruence(ct(Z1), (R * (1.0 / scale)).astype(low))
-    dY = SteinRecursion(T.astype(low)).symmetric((0, n), Rz).astype(R.dtype)
-    dY *= scale
+    Rz = congruence(ct(Z1), _ldexp(R, -e).astype(low))
+    dY = _ldexp(SteinRecursion(T.astype(low)).symmetric((0, n), Rz).astype(R.dtype), e)
     dX = congruence(Z, dY)
     V = np.random.default_rng(0).standard_normal((n, _PROBES))
     RV = R @ V
     E = RV + M @ (dX @ (ct(M) @ V)) - dX @ V
-    if np.linalg.norm(E) <= _SINGLE_TOL * np.linalg.norm(RV):
+    if fro_norm(E) <= _SINGLE_TOL * fro_norm(RV):
         return dX
     return None
 
@@ -360,7 +381,7 @@ def smith_solve(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndar
                 'method="smith" overflowed (the powers of `A` grow before they decay: '
                 f"spectral radius {spectral_radius(M):.6g}); use method=\"schur\""
             )
-        if np.linalg.norm(dX) <= eps * np.linalg.norm(X):
+        if fro_norm(dX) <= eps * fro_norm(X):
             return X
         Ak = Ak @ Ak
     raise SolverError(

@@ -33,7 +33,7 @@ from lti._hammarling import compress_rows, hammarling_dense, schur_form_factor
 from lti._schur import SchurForm, ct, real_schur
 from lti._slycot import factor_slycot, solve_slycot
 from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factor, try_smith
-from lti._stein import REFINE_RTOL, smith_solve, solve_schur
+from lti._stein import REFINE_RTOL, fro_norm, smith_solve, solve_schur
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
@@ -202,7 +202,7 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
         check_stable("A", M)
         X = symmetrize_(smith_solve(M, Qm))
         R = symmetrize_((M @ X) @ ct(M) - X + Qm)  # one refinement step, as for "schur"
-        if np.linalg.norm(R) > REFINE_RTOL * np.linalg.norm(Qm):
+        if fro_norm(R) > REFINE_RTOL * fro_norm(Qm):
             X = symmetrize_(X + smith_solve(M, R))
         return X
     return solve_slycot(M, Qm)
@@ -237,7 +237,7 @@ def _psd_low_rank(Q: np.ndarray, kmax: int):
         k += 1
     F = F[:, :k]
     # accept only a factor that reproduces Q (an indefinite Q stops early too)
-    if np.linalg.norm(Q - F @ F.T) > 16 * max(k, 1) * eps * np.linalg.norm(Q):
+    if fro_norm(Q - F @ F.T) > 16 * max(k, 1) * eps * fro_norm(Q):
         return None
     return F
 
@@ -261,7 +261,7 @@ def _factored_solve(M: np.ndarray, Q: np.ndarray):
         return None, F
     X = symmetrize_(L @ L.T)
     R = (M @ X) @ M.T - X + Q
-    if not np.linalg.norm(R) <= REFINE_RTOL * np.linalg.norm(Q):
+    if not fro_norm(R) <= REFINE_RTOL * fro_norm(Q):
         return None, F
     return X, F
 

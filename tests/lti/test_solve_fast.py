@@ -321,3 +321,18 @@ def test_leaf_kernel_on_random_block_structures(monkeypatch):
         for f in (kern, stein._leaf_kernel.py_func):
             Y = f(T1, T2, R, np.empty((k1, k2), order="F"))
             assert np.linalg.norm(Y - ref) <= 1e-13 * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("c", [2.0**-480, 2.0**480])
+def test_refinement_is_scale_invariant(c, monkeypatch):
+    # Q ~ 1e-289 / 1e289: the residual tests use scaled norms (np.linalg.norm squares the
+    # entries: 0 or inf there, so the refinement was skipped); power-of-two scaling is
+    # exact, so the scaled solve is the unscaled one times c^2, bit for bit
+    A, B = _stable(300, 0.9999, 3)
+    S = real_schur(A)
+    seen = _spy_single(monkeypatch)
+    X1 = stein.solve_schur(A, B @ B.T, S, refine=True, factor=B)
+    Bc = c * B
+    Xc = stein.solve_schur(A, Bc @ Bc.T, S, refine=True, factor=Bc)
+    assert seen == [True, True]  # refined both times, the single correction kept
+    assert np.array_equal(Xc / c**2, X1)
