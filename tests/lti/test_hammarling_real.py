@@ -26,6 +26,12 @@ def _schur(n, rho, seed, kind):
     return A, T, Z
 
 
+@pytest.fixture
+def jit_on(monkeypatch):
+    """Compiled kernels on for this test, whatever LTI_DISABLE_JIT says outside."""
+    monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
+
+
 def _factor(T, Bs, transpose, compiled):
     """schur_form_factor on the real kernel (and how often it ran) or on the complex path."""
     calls = []
@@ -110,7 +116,7 @@ def test_extreme_scales(scale):
 
 
 @needs_numba
-def test_not_positive_definite_step_stops():
+def test_not_positive_definite_step_stops(jit_on):
     # an unstable 2x2 block: its X11 is not positive definite -> the kernel stops at row 0
     # and leaves the right-hand side untouched
     T = np.array([[1.1, 0.5, 0.3], [-0.5, 1.1, 0.2], [0.0, 0.0, 0.5]])
@@ -121,7 +127,7 @@ def test_not_positive_definite_step_stops():
 
 @needs_numba
 @pytest.mark.parametrize("transpose", [False, True])
-def test_nearly_real_pairs_finish_on_the_complex_triangle(transpose):
+def test_nearly_real_pairs_finish_on_the_complex_triangle(transpose, jit_on):
     # 2x2 blocks a +- i sqrt(-b c) with -b c tiny: U11 nearly singular. The real recursion
     # lost accuracy there (residual 1e-13 .. 7e-10 instead of 1e-16); now it stops and the
     # trailing problem is solved on its complex triangle
@@ -191,7 +197,7 @@ def test_gramian_factors_and_hsvs_both_paths(monkeypatch):
 
 
 @needs_numba
-def test_negligible_late_steps_do_not_stop_the_real_recursion():
+def test_negligible_late_steps_do_not_stop_the_real_recursion(jit_on):
     # fast decay (rho = 0.5): late 2x2 steps, ~1e-8 .. 1e-64 below the factor's scale, have
     # reflections that miss U11 by 1e-13 .. 1e-12 relative; they are taken (their share of
     # X is negligible) instead of sending the rest to the complex path
