@@ -11,7 +11,7 @@ from adapters import find_adapters
 from adapters import generation as gen_mod
 from adapters.generation import get_adapter_states
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not installed")
 from transformers import DynamicCache  # noqa: E402
 
 from tests.adapters.test_decode import _ids, _model  # noqa: E402
