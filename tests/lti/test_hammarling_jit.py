@@ -7,27 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lti import _hammarling, _jit
+from lti import _hammarling
 from lti._schur import ct
+from tests.lti.jit_helpers import kernel_path, needs_numba
 from tests.lti.test_dense_fast import _reference_hammarling, _triangular
 from tests.lti.test_hammarling_fast import _slow_triangular
-
-needs_numba = pytest.mark.skipif(not _jit.available(),
-                                 reason="numba not installed (extra 'fast')")
 
 
 def _factor(A, C, compiled):
     """``hammarling_dense(A, C)`` on the compiled path or the NumPy one, and the number of
     calls of the compiled kernel it made."""
-    calls = []
-    with pytest.MonkeyPatch.context() as mp:
-        if compiled:
-            mp.delenv("LTI_DISABLE_JIT", raising=False)
-            kern = _hammarling._hammarling_rows.compiled()
-            mp.setattr(_hammarling._hammarling_rows, "_compiled",
-                       lambda *a: calls.append(1) or kern(*a))
-        else:
-            mp.setenv("LTI_DISABLE_JIT", "1")
+    with kernel_path(_hammarling._hammarling_rows, compiled) as calls:
         U = _hammarling.hammarling_dense(A, C)
     return U, len(calls)
 

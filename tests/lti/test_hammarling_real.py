@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 
-from lti import _hammarling, _hammarling_real, _jit
+from lti import _hammarling, _hammarling_real
 from lti._schur import SchurForm, complex_triangle
-
-needs_numba = pytest.mark.skipif(not _jit.available(),
-                                 reason="numba not installed (extra 'fast')")
+from tests.lti.jit_helpers import kernel_path, needs_numba
 
 
 def _schur(n, rho, seed, kind):
@@ -34,15 +32,7 @@ def jit_on(monkeypatch):
 
 def _factor(T, Bs, transpose, compiled):
     """schur_form_factor on the real kernel (and how often it ran) or on the complex path."""
-    calls = []
-    with pytest.MonkeyPatch.context() as mp:
-        if compiled:
-            mp.delenv("LTI_DISABLE_JIT", raising=False)
-            kern = _hammarling_real._real_rows.compiled()
-            mp.setattr(_hammarling_real._real_rows, "_compiled",
-                       lambda *a: calls.append(1) or kern(*a))
-        else:
-            mp.setenv("LTI_DISABLE_JIT", "1")
+    with kernel_path(_hammarling_real._real_rows, compiled) as calls:
         R, flip = _hammarling.schur_form_factor(SchurForm(T, np.eye(T.shape[0])), Bs, transpose)
     return R, flip, len(calls)
 

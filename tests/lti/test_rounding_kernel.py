@@ -13,8 +13,7 @@ from lti._rounding import (
 )
 from lti.lyapunov import real_schur
 from lti.system import DiscreteLTI
-
-needs_numba = pytest.mark.skipif(not _jit.available(), reason="numba not installed (extra 'fast')")
+from tests.lti.jit_helpers import needs_numba
 
 
 def _random(n, rho, seed, m=2, p=2):

@@ -15,8 +15,8 @@ import scipy.linalg as sla
 import lti._stein as stein
 from lti import _jit
 from lti._schur import real_schur
+from tests.lti.jit_helpers import needs_numba
 
-needs_numba = pytest.mark.skipif(not _jit.available(), reason="numba not installed (extra 'fast')")
 LEAF_MODES = ["numpy", pytest.param("compiled", marks=needs_numba)]
 
 

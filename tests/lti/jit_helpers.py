@@ -1,0 +1,25 @@
+"""Shared pieces of the compiled-kernel tests (lti._jit)."""
+
+import contextlib
+
+import pytest
+
+from lti import _jit
+
+needs_numba = pytest.mark.skipif(not _jit.available(),
+                                 reason="numba not installed (extra 'fast')")
+
+
+@contextlib.contextmanager
+def kernel_path(kernel, compiled):
+    """Run the block on ``kernel``'s compiled form, counting its calls in the yielded list
+    (so a test cannot silently run the NumPy path), or with compiled kernels disabled."""
+    calls = []
+    with pytest.MonkeyPatch.context() as mp:
+        if compiled:
+            mp.delenv("LTI_DISABLE_JIT", raising=False)
+            kern = kernel.compiled()
+            mp.setattr(kernel, "_compiled", lambda *a: calls.append(1) or kern(*a))
+        else:
+            mp.setenv("LTI_DISABLE_JIT", "1")
+        yield calls
