@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
 import time
 import warnings
 from collections import Counter
@@ -145,7 +146,33 @@ class StatsWriter:
         return float(values[0])
 
 
+def _replace_tqdm_locks(make_lock) -> None:
+    """Put a new lock ``make_lock()`` where tqdm keeps its shared one: in the class that new
+    bars use and in every tqdm class that already holds a write lock."""
+    from tqdm import std
+
+    std.TqdmDefaultWriteLock.mp_lock = make_lock()
+    classes = [std.tqdm]
+    while classes:
+        cls = classes.pop()
+        classes.extend(cls.__subclasses__())
+        if "_lock" in vars(cls):
+            cls._lock = std.TqdmDefaultWriteLock()
+
+
+def _own_tqdm_locks() -> None:
+    """Give this forked child tqdm write locks of its own.
+
+    A forked child shares the parent's multiprocessing locks, and tqdm's write lock is one
+    (every bar takes it, a disabled one too; ``save_pretrained`` makes one per save). A child
+    killed while holding it leaves the parent (the test session) blocked for ever on its next
+    bar, e.g. in ``calibrate``. Thread locks are not shared across ``fork``.
+    """
+    _replace_tqdm_locks(threading.RLock)
+
+
 def _save_forever(directory: str, start: int, ready, done, writer) -> None:
+    _own_tqdm_locks()
     obj = writer.make()
     ready.set()
     k = start
@@ -288,6 +315,40 @@ def test_fifty_kills_during_save_pretrained(tmp_path):
     outcome = kill_loop(tmp_path, kills, seed=1018, writer=PretrainedWriter())
     _check(outcome, kills)
     assert outcome["previous"] > 0 and outcome["new"] > 0
+
+
+def _hold_tqdm_lock_forever(ready) -> None:
+    _own_tqdm_locks()  # as _save_forever does
+    from tqdm.auto import tqdm
+
+    with tqdm.get_lock():
+        ready.set()
+        time.sleep(600)
+
+
+def test_a_child_killed_inside_a_tqdm_bar_does_not_block_the_parent():
+    # regression: a saving child killed inside transformers' tqdm bar left tqdm's shared lock
+    # held, and the next bar in the test session (calibrate's) waited for ever (CI timeout).
+    # Without the child's _own_tqdm_locks() call this fails (checked).
+    from tqdm import std
+    from tqdm.auto import tqdm
+
+    tqdm.get_lock()  # the parent's locks exist before the fork, as in the session
+    ready = _FORK.Event()
+    child = _FORK.Process(target=_hold_tqdm_lock_forever, args=(ready,))
+    child.start()
+    try:
+        assert ready.wait(60), "the child did not start"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+    lock = std.TqdmDefaultWriteLock.mp_lock
+    free = lock.acquire(timeout=2)
+    if free:
+        lock.release()
+    else:  # mend the session's lock so that the rest of the run does not hang
+        _replace_tqdm_locks(_FORK.RLock)
+    assert free, "a killed child left tqdm's shared write lock held: the next bar would hang"
 
 
 # ------------------------------------------------------------------ the helper itself
