@@ -5,6 +5,8 @@ Kept apart from ``test_calibration.py`` so that the spawned ranks do not import 
 
 from __future__ import annotations
 
+import datetime
+
 import torch
 from torch import nn
 
@@ -59,7 +61,7 @@ def ddp_worker(rank, world, init_file, out_path):
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world)
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
     try:
         model = DistributedDataParallel(ddp_model())
         stats = calibrate(model, shards()[rank], gramian="both", progress=False)

@@ -203,7 +203,7 @@ def kill_loop(directory: Path, kills: int, *, seed: int, writer=None) -> Counter
         assert ready.wait(60), "the saving child did not start"
         time.sleep(rng.uniform(0.0, 3.0 * t_save))
         os.kill(child.pid, signal.SIGKILL)
-        child.join()
+        child.join(60)
         assert child.exitcode == -signal.SIGKILL
         outcome["kills"] += 1
         last = int(done.value)
@@ -341,7 +341,7 @@ def test_a_child_killed_inside_a_tqdm_bar_does_not_block_the_parent():
         assert ready.wait(60), "the child did not start"
     finally:
         os.kill(child.pid, signal.SIGKILL)
-        child.join()
+        child.join(60)
     lock = std.TqdmDefaultWriteLock.mp_lock
     free = lock.acquire(timeout=2)
     if free:
@@ -372,7 +372,7 @@ def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
     target = tmp_path / "f.bin"
     child = _FORK.Process(target=time.sleep, args=(0,))
     child.start()
-    child.join()
+    child.join(60)
     dead = tmp_path / f".f.bin.tmp-{child.pid}-abcd"
     alive = tmp_path / f".f.bin.tmp-{os.getppid()}-abcd"
     other = tmp_path / f".g.bin.tmp-{child.pid}-abcd"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -196,7 +197,14 @@ def test_two_ddp_ranks_equal_one_process(tmp_path, monkeypatch):
     out_path = tmp_path / "ddp_stats.npz"
     from tests.adapters import _ddp_calibrate as helper
 
-    mp.spawn(helper.ddp_worker, args=(2, str(init_file), str(out_path)), nprocs=2, join=True)
+    ctx = mp.spawn(helper.ddp_worker, args=(2, str(init_file), str(out_path)), nprocs=2,
+                   join=False)
+    deadline = time.monotonic() + 300  # a hung rank fails this test, not the whole session
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail("the DDP ranks did not finish within 300 s")
     ddp = CalibrationStats.load(out_path)
     shards = helper.shards()
     single = calibrate(helper.ddp_model(), shards[0] + shards[1], gramian="both",

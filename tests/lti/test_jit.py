@@ -21,7 +21,8 @@ _dot = _jit.kernel(_dot_py)
 
 def test_import_lti_does_not_import_numba():
     code = "import sys, lti; print('numba' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=300)
     assert out.stdout.strip() == "False"
 
 
