@@ -6,9 +6,9 @@ model as ``.module`` (names ``module.*``); PEFT's ``PeftModel`` holds its tuner 
 ``.base_model``, which holds the model as ``.model`` (names ``base_model.model.*``, e.g. LoRA on
 the attention of a model whose MLPs carry our adapters). Checkpoints, calibration and
 reduction name each adapter by its module's name in the model itself, so they look through
-these wrappers first, down to the model or to a wrapper that was itself adapted
-(``inject(torch.compile(model))`` registers the adapters on the wrapper, so that is where they
-are named from).
+these wrappers first, down to the model (or to a wrapper that holds adapters itself, as
+``inject(torch.compile(model))`` made it before :func:`adapters.inject` looked through its
+wrappers too: that wrapper's own checkpoints still load back into it).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from adapters._counts import get_nb_trainable_parameters, print_trainable_parameters
+from adapters._wrappers import unwrap_model
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
 from adapters.targets import (
@@ -387,6 +389,11 @@ def build_adapter(width: int, config: HRMConfig, *, device: torch.device | str =
 
 
 
+def _runtime(model: nn.Module):
+    """The adapters' runtime of ``model`` or of the model inside its wrappers (or None)."""
+    return getattr(unwrap_model(model), _RUNTIME_ATTR, None)
+
+
 def _tree_insert(tree: AdapterTree, name: str, adapted: AdaptedMLP) -> None:
     node = tree
     *path, leaf = name.split(".")
@@ -424,7 +431,10 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     -------
     nn.Module
         ``model`` itself: every base parameter frozen (``requires_grad=False``) and named as
-        before, the adapters registered under ``model.hrm_adapters`` and trainable.
+        before, the adapters registered under ``model.hrm_adapters`` and trainable. A model
+        inside ``torch.compile`` / DDP / DataParallel / PEFT wrappers is adapted inside them
+        (:func:`adapters._wrappers.unwrap_model`), so its adapters are named as in the bare
+        model and its checkpoints load into one; the wrapper is returned.
 
     Raises
     ------
@@ -451,10 +461,9 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
         raise AdapterConfigError(f"`config` must be an HRMConfig; got {type(config).__name__}")
     if not isinstance(model, nn.Module):
         raise AdapterConfigError(f"`model` must be an nn.Module; got {type(model).__name__}")
-    if getattr(model, _RUNTIME_ATTR, None) is not None or any(
-        isinstance(m, AdaptedMLP) for m in model.modules()
-    ):
+    if _runtime(model) is not None or any(isinstance(m, AdaptedMLP) for m in model.modules()):
         raise AdapterConfigError("`model` already has HRM adapters; call `remove(model)` first")
+    given, model = model, unwrap_model(model)  # names as in the bare model (checkpoints)
     if isinstance(model, (nn.Sequential, nn.ModuleList)) or hasattr(model, ADAPTERS_ATTR):
         raise AdapterConfigError(
             f"cannot register `{ADAPTERS_ATTR}` on a {type(model).__name__} (it iterates its "
@@ -487,7 +496,7 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
     if callable(getattr(type(model), _SAVE_ATTR, None)):
         object.__setattr__(model, _SAVE_ATTR, functools.partial(_save_pretrained, model))
-    return model
+    return given
 
 
 def remove(model: nn.Module) -> nn.Module:
@@ -512,9 +521,10 @@ def remove(model: nn.Module) -> nn.Module:
     AdapterError
         ``model`` has no adapters.
     """
-    runtime = getattr(model, _RUNTIME_ATTR, None)
+    runtime = _runtime(model)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters to remove")
+    model = unwrap_model(model)
     for adapted in find_adapters(model).values():
         adapted.detach()
         adapted._runtime = None
@@ -569,7 +579,7 @@ def disable_adapter(model: nn.Module) -> Iterator[nn.Module]:
     >>> torch.equal(model["mlp"](x), base)
     False
     """
-    runtime = getattr(model, _RUNTIME_ATTR, None)
+    runtime = _runtime(model)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
     before = runtime.disabled
@@ -605,7 +615,7 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
     >>> get_adapter_config(model).d_state
     4
     """
-    runtime = getattr(model, _RUNTIME_ATTR, None)
+    runtime = _runtime(model)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
     return runtime.config
@@ -632,7 +642,7 @@ def set_adapter_config(model: nn.Module, config: HRMConfig) -> None:
     AdapterConfigError
         `config` is not an :class:`HRMConfig`.
     """
-    runtime = getattr(model, _RUNTIME_ATTR, None)
+    runtime = _runtime(model)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
     if not isinstance(config, HRMConfig):
@@ -652,7 +662,8 @@ def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:
     Yields
     ------
     name : str
-        Dotted name of the target relative to ``model``, e.g. ``"model.layers.0.mlp"``.
+        Dotted name of the target relative to ``model`` (to the model inside it, for a
+        ``torch.compile`` / DDP / PEFT wrapper), e.g. ``"model.layers.0.mlp"``.
     adapted : AdaptedMLP
 
     Examples
@@ -665,7 +676,7 @@ def iter_adapters(model: nn.Module) -> Iterator[tuple[str, AdaptedMLP]]:
     ['mlp.weight', 'mlp.bias']
     """
     marker = ADAPTERS_ATTR + "."
-    for path, module in model.named_modules():
+    for path, module in unwrap_model(model).named_modules():
         if isinstance(module, AdaptedMLP):
             prefix = path[: path.index(marker)] if marker in path else ""
             yield prefix + module.adapter_name, module
@@ -692,54 +703,3 @@ def find_adapters(model: nn.Module) -> dict[str, AdaptedMLP]:
     (['mlp'], {})
     """
     return dict(iter_adapters(model))
-
-
-def get_nb_trainable_parameters(model: nn.Module) -> tuple[int, int]:
-    """``(trainable, total)`` parameter counts (shared parameters counted once).
-
-    Parameters
-    ----------
-    model : nn.Module
-        Any module.
-
-    Returns
-    -------
-    trainable : int
-        Scalars in parameters with ``requires_grad``.
-    total : int
-        Scalars in all parameters.
-
-    Examples
-    --------
-    After :func:`inject` only the adapter trains: ``2 N H + 2 N + 1`` scalars here
-    (H = 8, N = 4), beside the frozen ``8 * 8 + 8`` of the linear layer.
-
-    >>> model = inject(nn.ModuleDict({"mlp": nn.Linear(8, 8)}),
-    ...                HRMConfig(d_state=4, target_modules=["mlp"]))
-    >>> get_nb_trainable_parameters(model)
-    (73, 145)
-    """
-    trainable = total = 0
-    for p in model.parameters():
-        total += p.numel()
-        if p.requires_grad:
-            trainable += p.numel()
-    return trainable, total
-
-
-def print_trainable_parameters(model: nn.Module) -> None:
-    """Print the counts in PEFT's format.
-
-    ``trainable params: X || all params: Y || trainable%: Z`` — a user-facing report, the
-    one place this package prints (as :meth:`peft.PeftModel.print_trainable_parameters`).
-
-    Parameters
-    ----------
-    model : nn.Module
-        Any module; counts as :func:`get_nb_trainable_parameters`.
-    """
-    trainable, total = get_nb_trainable_parameters(model)
-    pct = 100.0 * trainable / total if total else 0.0
-    print(  # noqa: T201 - the documented purpose of this function
-        f"trainable params: {trainable:,d} || all params: {total:,d} || trainable%: {pct:.4f}"
-    )
