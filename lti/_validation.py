@@ -32,6 +32,8 @@ __all__ = [
     "asymmetry",
     "symmetrize_",
     "as_float_vector",
+    "as_real_array",
+    "first_nonfinite",
     "check_square",
     "check_symmetric",
     "check_context",
@@ -51,6 +53,12 @@ def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.nda
         raise SparseNotSupportedError(
             f"`{name}` is a scipy.sparse matrix, but this function needs a dense array; "
             + SPARSE_SUPPORTED
+        )
+    if isinstance(X, np.ma.MaskedArray) and np.ma.is_masked(X):  # asarray drops the mask
+        bad = tuple(int(i) for i in np.argwhere(np.ma.getmaskarray(X))[0])
+        raise InvalidArgumentError(
+            f"`{name}` is a masked array with {int(np.ma.count_masked(X))} masked entries "
+            f"(the first at index {bad}); pass `{name}.filled(value)` or `{name}.data`"
         )
     try:
         arr = np.asarray(X)
@@ -113,6 +121,18 @@ def as_float_matrix(
         raise ShapeError(f"`{name}` must be a 2-D array; got shape {arr.shape}")
     _check_finite(name, arr)
     return arr
+
+
+def as_real_array(name: str, x) -> np.ndarray:
+    """Return `x` as a float64 array of any shape (a copy), with typed errors for complex,
+    non-numeric and masked input; finiteness is left to the caller."""
+    return _as_array(name, x, allow_complex=False)
+
+
+def first_nonfinite(arr: np.ndarray) -> str:
+    """``"nan at index (i, j)"`` for the first non-finite entry of `arr` (which has one)."""
+    bad = np.argwhere(~np.isfinite(arr))[0]
+    return f"{arr[tuple(bad)]} at index {tuple(int(i) for i in bad)}"
 
 
 def as_float_vector(name: str, x, *, allow_complex: bool = False) -> np.ndarray:

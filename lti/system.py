@@ -20,8 +20,11 @@ from lti._modal_real import real_modal_realisation
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
+    as_real_array,
     check_square,
+    first_nonfinite,
     spectral_radius,
+    stability_margin,
 )
 from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError
 from lti.lowrank import as_sparse_state_matrix, dense_only, is_sparse
@@ -203,15 +206,22 @@ class DiscreteLTI:
         return spectral_radius(self.A)
 
     def is_stable(self) -> bool:
-        """True when ``A`` is Schur-stable (spectral radius < 1).
+        """True when ``A`` is Schur-stable, with the rounding margin of the solvers.
 
         Returns
         -------
         bool
-            ``self.spectral_radius() < 1``.
+            ``self.spectral_radius() < 1 - margin`` with the margin
+            ``8 n eps max(||A||_F, 1)`` of :func:`lti._validation.stability_margin`: an
+            eigenvalue that close to the unit circle cannot be told from one on it (a
+            rotation's computed radius is often ``1 - 2e-16``), and the Gramian and norm
+            functions refuse it, so ``is_stable()`` says False for it (control's
+            ``isstable`` compares with 1 itself).
         """
         dense_only("is_stable()", self)
-        return self.spectral_radius() < 1.0
+        with np.errstate(over="ignore"):
+            norm_A = float(np.linalg.norm(self.A))
+        return bool(self.spectral_radius() < 1.0 - stability_margin(self.n, norm_A))
 
     # ------------------------------------------------------------- responses
     def markov(self, k: int) -> np.ndarray:
@@ -271,11 +281,11 @@ class DiscreteLTI:
         ill-conditioned as the problem itself.
         """
         dense_only("frequency_response()", self)
-        w = np.atleast_1d(np.asarray(omega, dtype=np.float64))
+        w = np.atleast_1d(as_real_array("omega", omega))
         if w.ndim != 1:
             raise ShapeError(f"`omega` must be a scalar or 1-D array; got shape {w.shape}")
         if not np.all(np.isfinite(w)):
-            raise InvalidArgumentError("`omega` must be finite; got NaN or inf")
+            raise InvalidArgumentError(f"`omega` must be finite; got {first_nonfinite(w)}")
         z = np.exp(1j * w)  # (k,)
         k, n, m, p = w.size, self.n, self.m, self.p
         if n == 0:
@@ -320,13 +330,13 @@ class DiscreteLTI:
             Only with ``return_states=True``: ``x_0, ..., x_T`` (the last one is the state
             after the final input, ready to continue a simulation).
         """
-        U = np.asarray(u, dtype=np.float64)
+        U = as_real_array("u", u)
         if U.ndim == 1 and self.m == 1:
             U = U[:, None]
         if U.ndim != 2 or U.shape[1] != self.m:
             raise ShapeError(f"`u` must have shape (T, m={self.m}); got shape {U.shape}")
         if not np.all(np.isfinite(U)):
-            raise InvalidArgumentError("`u` must be finite; got NaN or inf")
+            raise InvalidArgumentError(f"`u` must be finite; got {first_nonfinite(U)}")
         if x0 is None:
             x = np.zeros(self.n)
         else:
@@ -458,13 +468,25 @@ class DiscreteLTI:
         Raises
         ------
         InvalidArgumentError
-            Continuous-time system (``dt == 0``).
+            Continuous-time system (``dt == 0``), an object that is not a python-control
+            system, or one without a state-space realisation (an improper transfer
+            function, frequency-response data).
         MissingDependencyError
             python-control is not installed.
         """
         control = _import_control()
+        if not is_control_system(sys):
+            raise InvalidArgumentError(
+                f"`sys` must be a python-control StateSpace or TransferFunction; got "
+                f"{type(sys).__name__} (for a tuple (A, B, C[, D]) use DiscreteLTI(*sys))"
+            )
         if not isinstance(sys, control.StateSpace):
-            sys = control.ss(sys)
+            try:
+                sys = control.ss(sys)
+            except (TypeError, ValueError) as exc:  # an improper tf, an FRD, ...
+                raise InvalidArgumentError(
+                    f"`sys` ({type(sys).__name__}) has no state-space realisation: {exc}"
+                ) from exc
         dt = sys.dt
         if dt is None:
             dt = True
@@ -486,9 +508,16 @@ class DiscreteLTI:
         ------
         MissingDependencyError
             python-control is not installed (``pip install "lti-adapters[control]"``).
+        InvalidArgumentError
+            ``m = 0``: python-control cannot represent a system without inputs.
         """
         control = _import_control()
         dense_only("to_control()", self)
+        if self.m == 0:  # control.ss reads a (p, 0) D as (0, 0) and refuses it
+            raise InvalidArgumentError(
+                f"python-control {control.__version__} cannot hold a system without inputs "
+                f"(m = 0, p = {self.p}, n = {self.n})"
+            )
         return control.ss(self.A, self.B, self.C, self.D, self.dt)
 
     @classmethod
