@@ -119,7 +119,7 @@ def test_inputs_are_copied_never_aliased_or_touched():
         before = [np.array(x, copy=True) for x in args]
         G = DiscreteLTI(*args)
         assert type(G.A) is np.ndarray and not G.A.flags.writeable
-        for x, y in zip(args, before):
+        for x, y in zip(args, before, strict=True):
             np.testing.assert_array_equal(np.asarray(x), y)
         assert not np.shares_memory(G.A, args[0]) and not np.shares_memory(G.C, Cr)
         G.simulate(np.ones((3, 1)))
