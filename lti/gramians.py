@@ -116,6 +116,7 @@ def stable_gramian_factors(
     n = G.n
     if n == 0:
         return GramianFactors(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, "diagonal")
+    dense_only("stable_gramian_factors()", G)  # (was a bare TypeError from the norm below)
     margin = stability_margin(n, float(np.linalg.norm(G.A if schur is None else schur.T)))
     modal = modal_form(G.A) if schur is None else None
     if modal is not None:  # (complex) diagonal: closed form from the generators (lti.modal)

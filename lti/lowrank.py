@@ -129,6 +129,8 @@ SPARSE_ALTERNATIVES = {
     "that (the two errors add)",
     "weighted_balanced_truncation()": "for white inputs lti.balanced_truncation(G) (low-rank "
     "factors); otherwise " + _REDUCE + " and weight that",
+    "stable_gramian_factors()": "use lti.gramian_factors(G): low-rank ADI factors of both "
+    "Gramians (lti.lowrank.lowrank_gramian_factors)",
     "split_unstable()": _EIGS + "; the sparse path (low-rank ADI) needs a Schur-stable A",
     "empirical_gramians() without `horizon`": "pass horizon=T (the sparse simulation "
     "works), or use lti.gramian_factors(G) for the infinite-horizon Gramians' low-rank "
