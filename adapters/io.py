@@ -273,13 +273,9 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     """
     st = _require_safetensors()
     model = unwrap_model(model)
-    config = get_adapter_config(model)
+    config = _live_config(model)
     adapters = find_adapters(model)
     tensors = adapter_state_dict(model, state_dict)
-    dtypes = {_dtype_name(p.dtype) for a in adapters.values() for p in a.adapter.parameters()
-              if p.is_floating_point()}
-    if len(dtypes) == 1 and dtypes != {config.dtype}:  # e.g. after model.to(torch.float64)
-        config = config.replace(dtype=dtypes.pop())
     meta = {
         "adapter_type": ADAPTER_TYPE,
         "format_version": FORMAT_VERSION,
@@ -423,6 +419,17 @@ def _read_legacy(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, 
     return meta, config, tensors
 
 
+def _live_config(model: nn.Module) -> HRMConfig:
+    """The adapters' config, with the dtype their parameters have now (``model.double()``
+    casts float32 adapters to float64 without telling the recorded config)."""
+    config = get_adapter_config(model)
+    dtypes = {_dtype_name(p.dtype) for a in find_adapters(model).values()
+              for p in a.adapter.parameters() if p.is_floating_point()}
+    if len(dtypes) == 1 and dtypes != {config.dtype}:
+        config = config.replace(dtype=dtypes.pop())
+    return config
+
+
 def _structure(adapted: nn.Module) -> tuple:
     meta = _layer_meta(adapted)
     return meta["d_model"], meta["n_real"], meta["n_complex"]
@@ -504,7 +511,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
 
 def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
                tensors: dict[str, torch.Tensor]) -> None:
-    current = get_adapter_config(model)
+    current = _live_config(model)
     differ = [f for f in ("reads", "mode", "dtype", "target_modules", "layers_to_skip")
               if getattr(current, f) != getattr(config, f)]
     if differ:
