@@ -39,6 +39,33 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODULES = ("norms", "balanced")
+
+#: What the record (and its re-runs) does not cover: code changed after the last run.
+STALE = {
+    "norms": "**Stale for part of lti/norms.py:** `h2_norm` (scale-safe sums, 33e8193, "
+             "974bdd1, 4758cd3), the new helpers `_fro` and `_pow2_exponent`, "
+             "`_require_stable` (its norm by `_fro`) and `HinfNorm`'s copy/pickle and tuple "
+             "methods (5e77668) changed after both runs below; their mutants were not run "
+             "(benchmarks/results/mutmut_norms_rerun2.md, when present, is the run of exactly "
+             "these).",
+}
+
+#: Functions of the recorded lti/balanced.py (source 8a14f0d) that have moved since:
+#: recorded name -> (module of lti/ they live in now, their name there). The record keeps
+#: the old names (its mutant names are mutmut's, ``lti.balanced.x__norm2__mutmut_19``); a
+#: ``rerun`` of a moved function reads the mutants of its new module and matches them to
+#: the record under the old name. setup.cfg's [mutmut] only_mutate lists those modules.
+MOVED = {
+    "balanced": {
+        "_reduce_stable": ("_bt_core", "reduce_stable"),
+        "_hsv_svd": ("_bt_core", "hsv_svd"),
+        "_projections": ("_bt_core", "projections"),
+        "_norm2": ("_bt_core", "norm2"),
+        "_orth": ("_bt_core", "orth"),
+        "_noise_floor": ("_bt_core", "noise_floor"),
+        "_rounding_terms": ("_rounding", "rounding_terms"),
+    },
+}
 KILLED = {"killed", "timeout"}  # mutmut's score counts both
 
 # ----------------------------------------------------------------------------- triage
@@ -363,9 +390,16 @@ def report() -> int:
         out += ["", "The figures are for that source: main has changed lti/balanced.py "
                 "since (the Schur rounding term, the SPA fallback, lti/_rounding.py); the new "
                 "tests were adapted to it and pass there, the mutants were not re-run.", ""]
-        if (RESULTS / f"mutmut_{module}_rerun.md").exists():
-            out += [f"A later partial re-run (some functions, newer source and tests): "
-                    f"`mutmut_{module}_rerun.md`.", ""]
+        if MOVED.get(module):
+            out += ["Functions named here as in that source have moved since: " + ", ".join(
+                f"`{old}` -> `lti/{mod}.py` `{new}`"
+                for old, (mod, new) in MOVED[module].items()) + ".", ""]
+        reruns = sorted(RESULTS.glob(f"mutmut_{module}_rerun*.md"))
+        if reruns:
+            out += ["Later partial re-runs (some functions, newer source and tests): "
+                    + ", ".join(f"`{r.name}`" for r in reruns) + ".", ""]
+        if STALE.get(module):
+            out += [STALE[module], ""]
         out += ["", "\"killed\" counts mutmut's timeouts too (its score does). \"after\": "
                 "killed by either run; a `before` survivor re-run against the new tests only.",
                 "", "| function | mutants | run before | killed before | survived before "
@@ -434,47 +468,58 @@ for _d in ('- dense_only("hinf_norm()", G) | + dense_only(None, G)',
         "(`^hinf_norm.*balanced_truncation`), outside the [mutmut] selection; checked by hand")
 
 
-def rerun(module: str, functions: list[str], tree: Path, source: str) -> int:
+def rerun(module: str, functions: list[str], tree: Path, source: str,
+          name: str | None = None) -> int:
     """Record a partial mutmut run (``functions`` of ``module`` only) beside the main record.
 
     Each mutant of the new run is matched, by function and diff (equal diffs in source
     order), to the recorded mutant of ``mutmut_MODULE.json`` (numbers shift when the source
-    changes); the Markdown lists, per
+    changes); written to ``RESULTS/NAME.{json,md}`` (default ``mutmut_MODULE_rerun``, so that
+    a second partial run can keep the first); the Markdown lists, per
     function, what ran, died and survived, which recorded survivors are now killed, and every
     survivor with its recorded reason (``NEW`` when the diff was not in the record)."""
     import mutmut
 
     tree = tree.resolve()
     old = json.loads((RESULTS / f"mutmut_{module}.json").read_text())["mutants"]
-    meta = json.loads((tree / "mutants" / "lti" / f"{module}.py.meta").read_text())
-    entries = {}
+    moved = MOVED.get(module, {})
+    # the module file each function lives in now, and its current name -> its recorded name
+    where = defaultdict(dict)
+    for fn in functions:
+        mod, now = moved.get(fn, (module, fn))
+        where[mod][now] = fn
+    entries, current = {}, {}
     with _cwd(tree):
-        for name, code in meta["exit_code_by_key"].items():
-            if _function(name) in functions:
-                entries[name] = {"status": _status(code), "diff": _diff_lines(name, module),
-                                 "recorded_as": None}
+        for mod, names in where.items():
+            meta = json.loads((tree / "mutants" / "lti" / f"{mod}.py.meta").read_text())
+            for name, code in meta["exit_code_by_key"].items():
+                if _function(name) in names:
+                    entries[name] = {"status": _status(code), "diff": _diff_lines(name, mod),
+                                     "recorded_as": None}
+                    current[name] = names[_function(name)]
 
     # equal diffs (e.g. `- break | + return` at three lines) are paired in source order,
     # i.e. by mutant number, and left unmatched when their counts differ
-    def groups(items):
+    def groups(items, names=None):
         g = defaultdict(list)
         for n, e in sorted(items, key=lambda kv: _number(kv[0])):
-            g[(_function(n), e["diff"])].append(n)
+            g[((names or {}).get(n) or _function(n), e["diff"])].append(n)
         return g
 
     recorded = groups(old.items())
-    for key, names in groups(entries.items()).items():
+    for key, names in groups(entries.items(), current).items():
         if len(recorded.get(key, [])) == len(names):
             for n, rec in zip(names, recorded[key], strict=True):
                 entries[n]["recorded_as"] = rec
     run = {"source": source, "mutmut": getattr(mutmut, "__version__", "?"),
            "tests": _selection(tree), "functions": functions,
            "collected": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}
-    (RESULTS / f"mutmut_{module}_rerun.json").write_text(
+    name = name or f"mutmut_{module}_rerun"
+    (RESULTS / f"{name}.json").write_text(
         json.dumps({"run": run, "mutants": entries}, indent=1, sort_keys=True) + "\n")
     out = [f"# Mutation re-run of `lti/{module}.py`: {', '.join(f'`{f}`' for f in functions)}",
            "", "Written by `benchmarks/mutation_report.py rerun` from mutmut's own verdicts "
-           f"(`mutmut_{module}_rerun.json`). Command: `OMP_NUM_THREADS=1 nice -n 10 mutmut run "
+           f"(`{name}.json`). Command: `OMP_NUM_THREADS=1 nice -n 10 mutmut run "
            "--max-children 1 PATTERNS` from the repository root (setup.cfg's [mutmut] "
            "section).", "",
            f"- source {source}; mutmut {run['mutmut']}; tests "
@@ -485,7 +530,7 @@ def rerun(module: str, functions: list[str], tree: Path, source: str) -> int:
            "| recorded survivors now killed |", "|---|" + "---:|" * 7]
     tot = Counter()
     for fn in functions:
-        es = [e for n, e in entries.items() if _function(n) == fn]
+        es = [e for n, e in entries.items() if current[n] == fn]
         c = Counter(e["status"] for e in es)
         revived = sum(1 for e in es if e["status"] in KILLED and e["recorded_as"]
                       and _final(old[e["recorded_as"]]) in ("survived", "no tests"))
@@ -500,7 +545,7 @@ def rerun(module: str, functions: list[str], tree: Path, source: str) -> int:
         rec = e["recorded_as"]
         tag = f"recorded #{_number(rec)}" if rec else "NEW (diff not matched in the record)"
         reason, note = (TRIAGE.get(rec, ("", "")) if rec
-                        else RERUN_TRIAGE.get((_function(n), e["diff"]), ("", "")))
+                        else RERUN_TRIAGE.get((current[n], e["diff"]), ("", "")))
         why = f" — {reason}: {note}" if reason else ""
         if not reason and e["status"] not in KILLED:
             why = " — UNTRIAGED (no reason recorded)"
@@ -514,10 +559,10 @@ def rerun(module: str, functions: list[str], tree: Path, source: str) -> int:
     left = [n for n in order if entries[n]["status"] in ("survived", "no tests")]
     out += ["", f"## Survivors ({len(left)}), with the recorded reason", ""]
     out += [line(n, entries[n]) for n in left]
-    (RESULTS / f"mutmut_{module}_rerun.md").write_text("\n".join(out).rstrip() + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(out).rstrip() + "\n")
     untriaged = sum(1 for n in left if TRIAGE.get(entries[n]["recorded_as"]) is None
-                    and (_function(n), entries[n]["diff"]) not in RERUN_TRIAGE)
-    print(f"mutmut_{module}_rerun.md: {tot['m']} mutants, run {tot['r']}, killed {tot['k']}, "
+                    and (current[n], entries[n]["diff"]) not in RERUN_TRIAGE)
+    print(f"{name}.md: {tot['m']} mutants, run {tot['r']}, killed {tot['k']}, "
           f"survived {tot['s']}, no tests {tot['n']}, not run {tot['x']}; recorded survivors "
           f"now killed {tot['v']}; untriaged {untriaged}")
     return 1 if untriaged else 0
@@ -537,12 +582,14 @@ def main(argv=None) -> int:
                    help="as the report names them: hinf_norm, _Cayley.crossings, ...")
     r.add_argument("--tree", type=Path, default=Path("."))
     r.add_argument("--source", required=True, help="which source the mutants came from")
+    r.add_argument("--name", default=None,
+                   help="result file name without suffix (default mutmut_MODULE_rerun)")
     a = ap.parse_args(argv)
     if a.cmd == "collect":
         collect(a.label, a.tree, a.source)
         return 0
     if a.cmd == "rerun":
-        return rerun(a.module, a.functions, a.tree, a.source)
+        return rerun(a.module, a.functions, a.tree, a.source, a.name)
     return report()
 
 
