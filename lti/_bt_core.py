@@ -26,6 +26,11 @@ from lti.lowrank import is_sparse
 from lti.system import DiscreteLTI
 
 _EPS = np.finfo(np.float64).eps
+# norm2 forms L^T L and squared norms of its columns (fourth powers of the entries): beyond
+# these its power iteration runs on the factor scaled by a power of 2 (exact), so ||L||_2
+# neither over- nor underflows (factors of B * 1e160 gave NaN, of B * 1e-170 a 2.7x
+# underestimate, and the noise floor silently lost its ||Lc|| ||Lo|| term)
+_SAFE_LO, _SAFE_HI = 2.0 ** -200, 2.0 ** 200
 
 
 def hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
@@ -112,6 +117,12 @@ def norm2(L: np.ndarray) -> float:
     columns: O(n^2) per step instead of the n^3 product)."""
     if L.size == 0:
         return 0.0
+    big = float(abs(L).max())
+    if not _SAFE_LO < big < _SAFE_HI:  # L^T L would over/underflow: scale by a power of 2
+        if big == 0.0 or not math.isfinite(big):
+            return big
+        e = math.frexp(big)[1]  # exact scaling: the estimate of L 2^-e, times 2^e
+        return math.ldexp(norm2(np.ldexp(L, -e)), e)
     formed = L.shape[1] <= 128
     if formed and not (L.flags.c_contiguous or L.flags.f_contiguous):
         # e.g. the Schur path's row-reversed Lc: L^T L copied the view anyway (bit for bit
@@ -119,7 +130,6 @@ def norm2(L: np.ndarray) -> float:
         # products do not go through BLAS, and a copy would change their last bits.)
         L = np.ascontiguousarray(L)
     # ndarray methods, not the np.* wrappers or matmul: the same BLAS calls, bit for bit
-    big = float(abs(L).max())
     if formed:
         K = L.T @ L
         x = K[:, int(K.diagonal().argmax())]
