@@ -12,7 +12,9 @@ pytest.importorskip("scipy", reason="bench_decode's bootstrap needs scipy")
 pytest.importorskip("transformers", reason="bench_decode's decode loop needs transformers")
 from benchmarks.bench_decode import (  # noqa: E402
     GreedyDecode,
+    ModelClock,
     generate,
+    generate_paired,
     lockstep_paired,
     lockstep_round,
     paired,
@@ -97,6 +99,63 @@ def test_lockstep_interval_resamples_whole_rounds():
         lockstep_paired(prompt, prompt, steps_a[:, 0], steps_b[:, 0])
 
 
+def _lockstep_rounds(rng, R=12, S=20, rho=1.03):
+    """Lockstep rounds whose adapted arm costs exactly ``rho`` times the base's, with drifts
+    common to both arms."""
+    drift = 1.0 + 0.3 * rng.random((R, S))
+    steps_b = 0.06 * drift
+    prompt_b = 0.1 * drift[:, 0]
+    return rho * prompt_b, prompt_b, rho * steps_b, steps_b
+
+
+def test_generate_ratio_adds_the_work_outside_the_model_to_both_arms():
+    """Model calls at ratio 1.03 and 0.4 s of generate's own work beside 1.2 s of calls, the
+    same in both arms: the generate costs (1.03 M + G) / (M + G), less than the calls' 1.03;
+    an arm whose outside work is 12 ms longer in every round pays those 12 ms. Drifts of the
+    whole-generate rounds common to both arms cancel in the paired difference."""
+    rng = np.random.default_rng(4)
+    lock = _lockstep_rounds(rng)
+    W = 9
+    drift = 1.0 + 0.3 * rng.random(W)
+    inside_b, outside_b = 1.2 * drift, 0.4 * drift
+    r = generate_paired(*lock, inside_b, outside_b, outside_b, resamples=500)
+    M, G = float(np.median(inside_b)), float(np.median(outside_b))
+    assert r["model_ratio"] == pytest.approx(1.03, rel=1e-12, abs=0)
+    assert r["inside_s"] == M and r["outside_s"] == G and r["outside_diff_s"] == 0.0
+    assert r["median"] == pytest.approx((1.03 * M + G) / (M + G), rel=1e-12, abs=0)
+    assert r["median"] < 1.03 - 1e-3
+    assert r["outside_share"] == pytest.approx(G / (M + G), rel=1e-12, abs=0)
+    assert r["low"] == pytest.approx(r["median"], abs=1e-9)  # nothing varies: a point
+    assert r["high"] == pytest.approx(r["median"], abs=1e-9)
+    slower = generate_paired(*lock, inside_b, outside_b + 0.012, outside_b, resamples=500)
+    assert slower["outside_diff_s"] == pytest.approx(0.012, rel=1e-9, abs=0)
+    assert slower["median"] == pytest.approx((1.03 * M + G + 0.012) / (M + G), rel=1e-12,
+                                             abs=0)
+
+
+def test_generate_interval_resamples_the_whole_generate_rounds_too():
+    """Noise in the outside work's paired difference (the whole-generate rounds) widens the
+    interval although the lockstep rounds are exact; noise in the lockstep rounds widens it
+    although the whole-generate rounds are exact; reproducible with the fixed seed."""
+    rng = np.random.default_rng(5)
+    W = 10
+    inside_b, outside_b = np.full(W, 1.2), np.full(W, 0.4)
+    exact = _lockstep_rounds(rng)
+    noisy_diff = outside_b + 0.01 * rng.standard_normal(W)
+    r1 = generate_paired(*exact, inside_b, noisy_diff, outside_b, resamples=1000)
+    assert r1 == generate_paired(*exact, inside_b, noisy_diff, outside_b, resamples=1000)
+    # about +-1.96 * 1.25 * 0.01 / sqrt(W) / 1.6 s around the point
+    assert 2e-3 < r1["high"] - r1["low"] < 2e-2
+    assert r1["low"] <= r1["median"] <= r1["high"]
+    pa, pb, sa, sb = exact
+    per_round = (1 + 0.03 * rng.standard_normal(pa.size))
+    r2 = generate_paired(pa * per_round, pb, sa * per_round[:, None], sb, inside_b, outside_b,
+                         outside_b, resamples=1000)
+    assert r2["high"] - r2["low"] > 5e-3
+    with pytest.raises(ValueError, match="W >= 2"):
+        generate_paired(*exact, inside_b[:1], outside_b[:1], outside_b[:1])
+
+
 @pytest.fixture(scope="module")
 def arms():
     from adapters import HRMConfig, find_adapters, inject
@@ -144,3 +203,33 @@ def test_greedy_loop_makes_generates_tokens_in_every_arm(arms):
     one.prefill()
     one.step()
     assert torch.equal(one.ids, got["adapted"]["ids"][:, :7])
+
+
+def test_model_clock_times_the_model_calls_of_a_generate_with_the_adapters_hooks_inside(arms):
+    """Every call of ``generate`` is timed, the adapters' runtime hooks run inside the timed
+    span (its call stack is empty at both clock readings), the time inside is part of the
+    whole generate's, and the timing hooks are gone afterwards."""
+    import time
+
+    from adapters import find_adapters
+
+    model = arms["adapted"][0]
+    runtime = next(iter(find_adapters(model).values()))._runtime
+    depth = []
+
+    def clock():
+        depth.append(len(runtime._stack))
+        return time.perf_counter()
+
+    hooks = (len(model._forward_pre_hooks), len(model._forward_hooks))
+    torch.manual_seed(2)
+    ids = torch.randint(1, 96, (1, 4))
+    t0 = time.perf_counter()
+    with ModelClock(model, clock) as inside:
+        out = generate(model, ids, 6)
+    whole = time.perf_counter() - t0
+    assert out.shape == (1, 10)
+    assert inside.calls == 6 and len(depth) == 12
+    assert set(depth) == {0}  # read before the runtime's pre-hook and after its post-hook
+    assert 0 < inside.total < whole
+    assert (len(model._forward_pre_hooks), len(model._forward_hooks)) == hooks
