@@ -11,10 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lti._validation import as_float_matrix, check_context, check_symmetric, sym_sqrt
+from lti._validation import (
+    as_float_matrix,
+    check_context,
+    check_stable,
+    check_symmetric,
+    sym_sqrt,
+)
 from lti.balanced import balanced_truncation_from_factors, hankel_singular_values
 from lti.covariance import expected_state_covariance
-from lti.exceptions import InvalidArgumentError, ShapeError, UnstableSystemError
+from lti.exceptions import InvalidArgumentError, ShapeError
 from lti.gramians import observability_gramian
 from lti.lowrank import dense_only
 from lti.lyapunov import lyapunov_factor, psd_factor
@@ -181,7 +187,7 @@ def weighted_balanced_truncation(
         :class:`StateCovarianceAccumulator`).
     input_covariance : array_like, shape (m, m), optional
         Inputs modelled as white with covariance W.
-    shaping_filter : DiscreteLTI, optional
+    shaping_filter : DiscreteLTI, python-control system or tuple, optional
         Inputs modelled as ``u = F w``, w white with unit covariance (F has p = m).
     horizon : int, optional
         Context length T: finite-horizon Gramians (position-averaged controllability as in
@@ -212,7 +218,7 @@ def weighted_balanced_truncation(
     ------
     InvalidArgumentError
         Not exactly one of `state_covariance`, `input_covariance`, `shaping_filter`;
-        bad `gramian`.
+        bad `gramian`; a `state_covariance` that is not positive semidefinite.
     ShapeError, NotSymmetricError, UnstableSystemError
         Bad Gramian or system.
 
@@ -286,12 +292,9 @@ def weighted_balanced_truncation(
     if gramian not in ("certified", "enns"):
         raise InvalidArgumentError(f"`gramian` must be 'certified' or 'enns'; got {gramian!r}")
     horizon, burn_in = check_context(horizon, burn_in)
-    rho = sys.spectral_radius()
-    if not rho < 1.0:
-        raise UnstableSystemError(
-            f"`sys` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
-        )
     A, B, C = np.asarray(sys.A), np.asarray(sys.B), np.asarray(sys.C)
+    # the Gramian solvers' margin: 1 - 1e-16 is refused here, not inside a solver
+    check_stable("sys", A, rho=sys.spectral_radius())
     n = sys.n
     model = given[0]
 
@@ -303,6 +306,13 @@ def weighted_balanced_truncation(
             raise ShapeError(f"`state_covariance` must have shape (n, n) = {(n, n)}; got {P.shape}")
         check_symmetric("state_covariance", P, rtol=1e-10)
         P = 0.5 * (P + P.T)
+        lam_min = float(np.linalg.eigvalsh(P).min(initial=0.0))
+        scale = max(float(np.max(np.abs(P), initial=0.0)), np.finfo(np.float64).tiny)
+        if lam_min < -1e3 * n * np.finfo(np.float64).eps * scale:  # sym_sqrt's tolerance
+            raise InvalidArgumentError(
+                "`state_covariance` must be positive semidefinite (a covariance); got "
+                f"eigenvalue {lam_min:.3g} (max|entry| {scale:.3g})"
+            )
     else:
         P = expected_state_covariance(
             A, B, horizon=horizon, burn_in=burn_in,
@@ -324,8 +334,8 @@ def weighted_balanced_truncation(
             Wh = sym_sqrt("input_covariance", as_float_matrix("input_covariance",
                                                                input_covariance))
             shaping_gain = float(np.linalg.norm(K @ Wh, 2)) if K is not None else np.inf
-        elif model == "shaping_filter":
-            F = shaping_filter
+        elif model == "shaping_filter":  # (a tuple or control system, as accepted above)
+            F = as_discrete_system(shaping_filter, "shaping_filter")
             shaping_gain = (
                 _gain_upper_bound(DiscreteLTI(F.A, F.B, K @ F.C, K @ F.D))
                 if K is not None else np.inf
