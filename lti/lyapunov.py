@@ -138,7 +138,10 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     (numba, the optional extra ``fast``), else column by column with BLAS calls (the same
     results to rounding). ``X = Z Y Z^T``; with a
     known factor ``Q = F F^T`` (``method="auto"`` above) the right-hand side is
-    ``(Z^T F)(Z^T F)^T`` at O(n^2 k) instead of two n^3 products.
+    ``(Z^T F)(Z^T F)^T`` at O(n^2 k) instead of two n^3 products, and with the compiled
+    kernels (n >= 64) the first solve is ``X = L L^T``, ``L = Z R^T`` from Hammarling's
+    factor ``R`` (as :func:`lyapunov_factor`): two n^3 products after a compiled row loop
+    instead of the recursion and the back-transformation.
     The back-transformation ``Z Y Z^T`` rounds at the level
     ``eps ||X||``, which dominates the residual when ``X`` is large (spectral radius near
     1); so when the relative residual exceeds ``1e-13`` one step of iterative refinement

@@ -154,6 +154,47 @@ def test_factor_transform_matches_the_dense_transform(n, rho):
     assert _residual(A, Xr, Q) <= 1e-12
 
 
+@pytest.mark.parametrize("mode", LEAF_MODES)
+@pytest.mark.parametrize("n, rho, m", [(150, 0.9999, 3), (301, 0.95, 1), (64, 0.999, 32)])
+def test_factor_first_pass_by_hammarling(n, rho, m, mode, monkeypatch):
+    # with compiled kernels and a real factor (n >= _FACTOR_PASS_MIN), the first solve is
+    # X = L L^T from Hammarling's factor; it must equal the recursion's X (the reference:
+    # Q itself, no factor) to rounding, be exactly symmetric and as accurate; without
+    # compiled kernels the recursion runs
+    _set_mode(monkeypatch, mode)
+    A, B = _stable(n, rho, n + m, m=m)
+    Q = B @ B.T
+    S = real_schur(A)
+    calls = []
+    first_pass = stein._factor_first_pass
+    monkeypatch.setattr(stein, "_factor_first_pass",
+                        lambda *a: calls.append(1) or first_pass(*a))
+    X = stein.solve_schur(A, Q, S, factor=B)
+    assert len(calls) == (mode == "compiled")
+    X_ref = stein.solve_schur(A, Q, S)
+    assert np.array_equal(X, X.T)
+    assert np.linalg.norm(X - X_ref) <= 1e-11 * np.linalg.norm(X_ref)
+    assert _residual(A, X, Q) <= 1.5 * _residual(A, X_ref, Q)
+    Xr = stein.solve_schur(A, Q, S, refine=True, factor=B)
+    assert np.array_equal(Xr, Xr.T) and _residual(A, Xr, Q) <= 1e-13
+
+
+def test_factor_first_pass_is_not_taken_below_its_size(monkeypatch):
+    _set_mode(monkeypatch, "compiled")
+    monkeypatch.setattr(stein, "_factor_first_pass", None)  # calling it would fail
+    A, B = _stable(stein._FACTOR_PASS_MIN - 1, 0.99, 4)
+    X = stein.solve_schur(A, B @ B.T, real_schur(A), refine=True, factor=B)
+    assert _residual(A, X, B @ B.T) <= 1e-13
+
+
+@pytest.mark.parametrize("n", [1, 5, 128, 129, 300])
+def test_mirror_upper(n):
+    rng = np.random.default_rng(n)
+    U = np.triu(rng.standard_normal((n, n)))
+    X = stein.mirror_upper_(np.asfortranarray(U.copy()))
+    assert np.array_equal(X, np.triu(U) + np.triu(U, 1).T)
+
+
 def test_factor_transform_complex():
     rng = np.random.default_rng(5)
     n = 60
