@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from adapters._checkpointing import bind_checkpoints, unbind_checkpoints
 from adapters._counts import get_nb_trainable_parameters, print_trainable_parameters
 from adapters._wrappers import unwrap_model
 from adapters.config import HRMConfig
@@ -125,9 +126,9 @@ class AdaptedMLP(nn.Module):
     once to the target's output dtype. With gate 0 the result equals the base output bit for bit.
     During a model call, :mod:`adapters.generation` supplies the attention mask (padded
     positions drive no state), the batch size (for flattened streams) and, with a KV cache, the
-    SSM state carried across calls. Under gradient checkpointing the block is recomputed
-    outside the model call, where no mask is known; this matters only for *left*-padded
-    training batches (train with right padding, the HF default).
+    SSM state carried across calls; under transformers' gradient checkpointing the block's
+    recomputation in the backward pass runs in the same context
+    (:mod:`adapters._checkpointing`), so its gradients equal those without checkpointing.
     """
 
     def __init__(self, mlp: nn.Module, adapter: nn.Module, *, reads: str = "mlp_input",
@@ -493,6 +494,9 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
             p.requires_grad_(True)
     runtime.adapted = dict(wrapped)
     runtime.attach(model)
+    blocks = [m for m in model.modules() if hasattr(m, "gradient_checkpointing")]
+    runtime.checkpoint_handle = None if not blocks else model.register_forward_pre_hook(
+        bind_checkpoints(runtime, blocks))
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
     if callable(getattr(type(model), _SAVE_ATTR, None)):
         object.__setattr__(model, _SAVE_ATTR, functools.partial(_save_pretrained, model))
@@ -533,6 +537,9 @@ def remove(model: nn.Module) -> nn.Module:
     for p, flag in runtime.saved_requires_grad:
         p.requires_grad_(flag)
     runtime.detach()
+    if getattr(runtime, "checkpoint_handle", None) is not None:
+        runtime.checkpoint_handle.remove()
+    unbind_checkpoints(model)
     object.__delattr__(model, _RUNTIME_ATTR)
     if _SAVE_ATTR in model.__dict__:
         object.__delattr__(model, _SAVE_ATTR)
