@@ -37,6 +37,7 @@ __all__ = [
     "check_square",
     "check_symmetric",
     "check_context",
+    "check_not_masked",
     "check_int",
     "check_stable",
     "spectral_radius",
@@ -54,12 +55,7 @@ def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.nda
             f"`{name}` is a scipy.sparse matrix, but this function needs a dense array; "
             + SPARSE_SUPPORTED
         )
-    if isinstance(X, np.ma.MaskedArray) and np.ma.is_masked(X):  # asarray drops the mask
-        bad = tuple(int(i) for i in np.argwhere(np.ma.getmaskarray(X))[0])
-        raise InvalidArgumentError(
-            f"`{name}` is a masked array with {int(np.ma.count_masked(X))} masked entries "
-            f"(the first at index {bad}); pass `{name}.filled(value)` or `{name}.data`"
-        )
+    check_not_masked(name, X)
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
@@ -76,6 +72,17 @@ def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.nda
             return np.array(arr, dtype=np.float64, copy=True)
         return np.array(arr, dtype=np.complex128, copy=True if copy else None)
     return np.array(arr, dtype=np.float64, copy=True if copy else None)
+
+
+def check_not_masked(name: str, X) -> None:
+    """Refuse a masked array with masked entries: ``np.asarray`` would read the values under
+    the mask."""
+    if isinstance(X, np.ma.MaskedArray) and np.ma.is_masked(X):
+        bad = tuple(int(i) for i in np.argwhere(np.ma.getmaskarray(X))[0])
+        raise InvalidArgumentError(
+            f"`{name}` is a masked array with {int(np.ma.count_masked(X))} masked entries "
+            f"(the first at index {bad}); pass `{name}.filled(value)` or `{name}.data`"
+        )
 
 
 def _check_finite(name: str, arr: np.ndarray) -> None:

@@ -26,6 +26,7 @@ from lti._validation import (
     as_float_matrix,
     check_context,
     check_int,
+    check_not_masked,
     check_square,
     spectral_radius,
     sym_sqrt,
@@ -59,6 +60,7 @@ def _check_AB(A, B) -> tuple[np.ndarray, np.ndarray]:
 
 def _check_stream(name: str, x, width: int, what: str) -> np.ndarray:
     """Validate a (batch, time, width) stream; 2-D (time, width) is one sequence."""
+    check_not_masked(name, x)
     arr = np.asarray(x)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
         raise ShapeError(f"`{name}` must be a numeric array; got dtype {arr.dtype}")

@@ -377,10 +377,9 @@ def empirical_gramians(
         chunk_c = np.zeros((n, n))
         chunk_o = np.zeros((n, n))
         for k in range(steps):
-            Xn, Y = step(X, U_first if T_done + k == 0 else U0)
-            Xn, Y = np.asarray(Xn, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+            Xn, Y = _step_output(step(X, U_first if T_done + k == 0 else U0), K, n, p)
             if p is None:
-                p = _check_step_output(Xn, Y, K, n)
+                p = Y.shape[1]
                 if want_x and p == m:
                     Wx = np.zeros((n, n))
             dX = (Xn[1 : 1 + Kc] - Xn[0]) * inv_c  # (Kc, n), row (l, s, i)
@@ -456,11 +455,25 @@ def _check_which(which) -> tuple:
     return kinds
 
 
-def _check_step_output(Xn: np.ndarray, Y: np.ndarray, K: int, n: int) -> int:
+def _step_output(out, K: int, n: int, p: int | None):
+    """``(X_next, Y)`` of one call of a step function, as float64, with typed errors (every
+    call: a later step with another shape would otherwise broadcast or raise raw errors)."""
+    try:
+        Xn, Y = out
+    except (TypeError, ValueError):
+        got = type(out).__name__ + (f" of length {len(out)}" if hasattr(out, "__len__") else "")
+        raise ShapeError(f"`system` must return a pair (X_next, Y); got {got}") from None
+    Xn, Y = np.asarray(Xn), np.asarray(Y)
+    for name, arr in (("X_next", Xn), ("Y", Y)):
+        if np.iscomplexobj(arr) or not (np.issubdtype(arr.dtype, np.number)
+                                        or arr.dtype == np.bool_):
+            raise ShapeError(f"`system` must return real numeric {name}; got dtype {arr.dtype}")
+    Xn, Y = Xn.astype(np.float64, copy=False), Y.astype(np.float64, copy=False)
     if Xn.shape != (K, n):
         raise ShapeError(
             f"`system` must return X_next of shape (K, n) = ({K}, {n}); got {Xn.shape}"
         )
-    if Y.ndim != 2 or Y.shape[0] != K:
-        raise ShapeError(f"`system` must return Y of shape (K, p) with K = {K}; got {Y.shape}")
-    return Y.shape[1]
+    if Y.ndim != 2 or Y.shape[0] != K or (p is not None and Y.shape[1] != p):
+        want = f"(K, p) = ({K}, {p})" if p is not None else f"(K, p) with K = {K}"
+        raise ShapeError(f"`system` must return Y of shape {want}; got {Y.shape}")
+    return Xn, Y
