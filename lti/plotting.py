@@ -19,6 +19,9 @@ def _import_pyplot():
     return plt
 
 
+_NEEDED = ("hsv", "order", "n_unstable", "error_bounds", "error_bound", "lower_bound")
+
+
 def plot_hsv(result, *, ax=None, relative: bool = False, title: str | None = None):
     """Hankel-singular-value decay with the chosen order and both error bounds marked.
 
@@ -46,7 +49,8 @@ def plot_hsv(result, *, ax=None, relative: bool = False, title: str | None = Non
     MissingDependencyError
         matplotlib is not installed.
     InvalidArgumentError
-        `result` has no HSVs to plot.
+        `result` has no HSVs to plot, is not a :class:`~lti.BalancedTruncation` (a Hankel-norm
+        or weighted reduction has no per-order bounds of this kind), or `ax` is not an Axes.
 
     Examples
     --------
@@ -60,6 +64,18 @@ def plot_hsv(result, *, ax=None, relative: bool = False, title: str | None = Non
     >>> len(ax.lines) >= 4
     True
     """
+    missing = [a for a in _NEEDED if not hasattr(result, a)]
+    if missing:
+        raise InvalidArgumentError(
+            f"`result` must be a BalancedTruncation (lti.balanced_truncation's result); got "
+            f"{type(result).__name__} without {', '.join(missing)}"
+            + ("; a Hankel-norm or weighted reduction has no per-order bounds of this kind: "
+               "plot `result.hsv` with matplotlib directly" if hasattr(result, "hsv") else "")
+        )
+    if ax is not None and not hasattr(ax, "semilogy"):
+        raise InvalidArgumentError(
+            f"`ax` must be a matplotlib Axes or None; got {type(ax).__name__}"
+        )
     plt = _import_pyplot()
     hsv = np.asarray(result.hsv, dtype=np.float64)
     if hsv.size == 0 or not hsv[0] > 0:
