@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from adapters.exceptions import AdapterConfigError
+
 __all__ = ["get_nb_trainable_parameters", "print_trainable_parameters"]
 
 
@@ -33,6 +35,8 @@ def get_nb_trainable_parameters(model: nn.Module) -> tuple[int, int]:
     >>> get_nb_trainable_parameters(model)
     (73, 145)
     """
+    if not isinstance(model, nn.Module):
+        raise AdapterConfigError(f"`model` must be an nn.Module; got {type(model).__name__}")
     trainable = total = 0
     for p in model.parameters():
         total += p.numel()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from adapters.exceptions import AdapterConfigError
 from adapters.targets import ADAPTERS_ATTR
 
 __all__ = ["unwrap_model"]
@@ -52,12 +53,19 @@ def unwrap_model(model: nn.Module) -> nn.Module:
         The innermost model, or the outermost wrapper that holds the adapters itself
         (``model`` when it is not wrapped).
 
+    Raises
+    ------
+    AdapterConfigError
+        ``model`` is not an ``nn.Module`` (every public function taking a model checks here).
+
     Examples
     --------
     >>> net = nn.Linear(2, 2)
     >>> unwrap_model(nn.DataParallel(net)) is net
     True
     """
+    if not isinstance(model, nn.Module):
+        raise AdapterConfigError(f"`model` must be an nn.Module; got {type(model).__name__}")
     for _ in range(16):  # wrappers nest a few levels at most (compile around DDP, ...)
         inner = None if ADAPTERS_ATTR in model._modules else _inner(model)
         if inner is None:

@@ -222,6 +222,13 @@ def calibrate(
         raise AdapterConfigError(
             f"`max_batches` must be a positive int or None; got {max_batches!r}"
         )
+    if isinstance(batches, (torch.Tensor, Mapping)) or not isinstance(batches, Iterable):
+        # a tensor would be iterated row by row (1-D "batches"), a mapping key by key
+        raise AdapterConfigError(
+            "`batches` must be an iterable of batches (a list or a DataLoader); got "
+            f"{type(batches).__name__}" + (" (pass [batch] for a single batch)"
+                                           if isinstance(batches, (torch.Tensor, Mapping))
+                                           else ""))
     base = unwrap_model(model)
     adapted = find_adapters(base)
     if not adapted:

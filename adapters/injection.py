@@ -486,7 +486,7 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     runtime.saved_requires_grad = [(p, p.requires_grad) for p in model.parameters()]
     for p in model.parameters():
         p.requires_grad_(False)
-    model.add_module(ADAPTERS_ATTR, tree)
+    model.add_module(ADAPTERS_ATTR, tree.train(model.training))  # in the model's mode
     for adapted in wrapped.values():
         adapted._runtime = runtime
         adapted.attach()

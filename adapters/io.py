@@ -233,6 +233,14 @@ def _layer_meta(adapted: nn.Module) -> dict[str, Any]:
             "n_complex": int(ssm.n_complex), "scan": ssm.scan}
 
 
+def _directory(directory: Any, function: str) -> Path:
+    """``directory`` as a Path; a typed error naming what was passed instead of a path."""
+    if not isinstance(directory, (str, os.PathLike)):
+        raise AdapterConfigError(f"`{function}` takes a folder (str or os.PathLike); got "
+                                 f"{type(directory).__name__} {directory!r}")
+    return Path(directory)
+
+
 def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
                  state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """Write the adapters of ``model`` to ``directory`` (created if needed), crash-safely.
@@ -261,9 +269,12 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     ------
     AdapterError
         ``model`` has no adapters.
+    AdapterConfigError
+        ``model`` is not a module or ``directory`` not a path.
     CheckpointError
-        The adapters are partitioned by DeepSpeed ZeRO-3 and ``state_dict`` does not hold
-        them whole (see :func:`adapter_state_dict`); nothing is written.
+        ``directory`` is a file, or the adapters are partitioned by DeepSpeed ZeRO-3 and
+        ``state_dict`` does not hold them whole (see :func:`adapter_state_dict`); nothing is
+        written.
 
     Notes
     -----
@@ -272,6 +283,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     the next save.
     """
     st = _require_safetensors()
+    directory = _directory(directory, "save_adapter")
     model = unwrap_model(model)
     config = _live_config(model)
     adapters = find_adapters(model)
@@ -289,7 +301,6 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     blob = st.save(tensors, metadata={"format": "pt", "adapter_type": ADAPTER_TYPE,
                                       "format_version": str(FORMAT_VERSION),
                                       _HEADER_KEY: json.dumps(meta, sort_keys=True)})
-    directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise CheckpointError(f"{str(directory)!r} is a file; `save_adapter` writes a folder")
     if not directory.is_dir():
@@ -469,13 +480,22 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
     BaseModelMismatchError
         The checkpoint was saved on another base model (each differing field is named) and
         ``allow_base_mismatch`` is False.
+    AdapterConfigError
+        ``model`` is not a module, ``directory`` not a path or ``allow_base_mismatch`` not a
+        bool.
     CheckpointError
-        Missing or unreadable files, a checksum mismatch, a PEFT folder, a config the model's
-        adapters were not built with, or missing / unexpected / mismatched keys (all named).
-        A base model is left unadapted.
+        ``directory`` is a file; missing or unreadable files, a checksum mismatch, a PEFT
+        folder, a config the model's adapters were not built with, or missing / unexpected /
+        mismatched keys (all named). A base model is left unadapted.
     """
-    directory = Path(directory)
+    directory = _directory(directory, "load_adapter")
+    if not isinstance(allow_base_mismatch, bool):
+        raise AdapterConfigError(
+            f"`allow_base_mismatch` must be a bool; got {allow_base_mismatch!r}")
     wrapped, model = model, unwrap_model(model)
+    if directory.is_file():
+        raise CheckpointError(f"{str(directory)!r} is a file; `load_adapter` reads the folder "
+                              "`save_adapter` wrote")
     meta, config, tensors = _read_checkpoint(directory)
     saved_base = meta.get("base_model")
     if isinstance(saved_base, dict):

@@ -44,7 +44,7 @@ from adapters._wrappers import unwrap_model
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterStabilityError
 from adapters.injection import find_adapters, get_adapter_config, set_adapter_config
 from adapters.report import LayerReduction, ReductionReport
-from adapters.statistics import adapter_fingerprint
+from adapters.statistics import CalibrationStats, adapter_fingerprint
 
 __all__ = ["COND_MAX", "FP_SLACK", "REDUCTION_GRAMIANS", "modal_form", "reduce"]
 
@@ -372,7 +372,7 @@ def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method,
     except AdapterError as exc:
         raise type(exc)(f"adapter {name!r}: the reduced system cannot be installed: {exc}"
                         ) from exc
-    new = HRMAdapter(ssm.d_model, ssm=new_ssm, reads=adapter.reads)
+    new = HRMAdapter(ssm.d_model, ssm=new_ssm, reads=adapter.reads).train(adapter.training)
     with torch.no_grad():
         new.gate.copy_(adapter.gate.detach())
     with _timed(numerics):
@@ -566,6 +566,11 @@ def reduce(
     if method not in BT_METHODS:
         raise AdapterConfigError(f"`method` must be one of {BT_METHODS}; got {method!r}")
     _check_positive("cond_max", cond_max)
+    if not isinstance(measure, bool):
+        raise AdapterConfigError(f"`measure` must be a bool; got {measure!r}")
+    if stats is not None and not isinstance(stats, CalibrationStats):
+        raise AdapterConfigError("`stats` must be the CalibrationStats of adapters.calibrate; "
+                                 f"got {type(stats).__name__}")
     base = unwrap_model(model)
     adapted = find_adapters(base)
     if not adapted:
