@@ -75,7 +75,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti.exceptions import InvalidArgumentError, MissingDependencyError
-from lti.system import DiscreteLTI
+from lti.system import DiscreteLTI, as_discrete_system
 
 try:
     from hypothesis import strategies as st
@@ -87,6 +87,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 __all__ = [
     "HANKEL_MAX_BLOCKS",
     "KINDS",
+    "MIN_DISTANCE_FLOOR",
     "ORDERS",
     "hankel_lower_bounds",
     "minimal_order",
@@ -123,6 +124,18 @@ def _as_range(name: str, value, lo: int) -> tuple[int, int]:
     if not lo <= a <= b:
         raise InvalidArgumentError(f"`{name}` must satisfy {lo} <= min <= max; got {value!r}")
     return a, b
+
+
+#: Smallest `min_distance`: 1 - |lambda| closer than this is within the rounding margin of the
+#: unit circle (8 n eps ||A||_F, :func:`lti._validation.stability_margin`) after the random
+#: basis change at the sizes drawn, and the solvers refuse it (at 1e-15, 26 of 150 draws).
+MIN_DISTANCE_FLOOR = 1e-12
+
+
+def _real(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidArgumentError(f"`{name}` must be a real number; got {value!r}")
+    return float(value)
 
 
 def _floats(lo: float, hi: float):
@@ -244,7 +257,9 @@ def stable_systems(
     max_radius : float, optional
         Largest spectral radius of every family but "near_unit_circle", in (0, 1).
     min_distance : float, optional
-        Smallest ``1 - |lambda|`` of the "near_unit_circle" family, in (0, 0.01].
+        Smallest ``1 - |lambda|`` of the "near_unit_circle" family, in
+        ``[MIN_DISTANCE_FLOOR, 0.01]`` = ``[1e-12, 0.01]`` (closer, the poles are within the
+        solvers' rounding margin of the circle and the system is not stable for them).
     nonnormality : float, optional
         Largest departure from normality ``||N||_F`` of the "non_normal" family (>= 0;
         drawn log-uniformly from 0.1 up to it). It is halved while the computed spectral
@@ -280,10 +295,17 @@ def stable_systems(
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise InvalidArgumentError(f"`kind` must be among {KINDS}; got {kind!r}")
+    max_radius, min_distance, min_magnitude, nonnormality, decades = (
+        _real(k, v) for k, v in (("max_radius", max_radius), ("min_distance", min_distance),
+                                 ("min_magnitude", min_magnitude),
+                                 ("nonnormality", nonnormality), ("decades", decades)))
     if not 0.0 < max_radius < 1.0:
         raise InvalidArgumentError(f"`max_radius` must be in (0, 1); got {max_radius!r}")
-    if not 0.0 < min_distance <= 0.01:
-        raise InvalidArgumentError(f"`min_distance` must be in (0, 0.01]; got {min_distance!r}")
+    if not MIN_DISTANCE_FLOOR <= min_distance <= 0.01:
+        raise InvalidArgumentError(
+            f"`min_distance` must be in [{MIN_DISTANCE_FLOOR:g}, 0.01] (closer to the unit "
+            f"circle the poles are within the solvers' rounding margin); got {min_distance!r}"
+        )
     if not 0.0 <= min_magnitude < 1.0:
         raise InvalidArgumentError(f"`min_magnitude` must be in [0, 1); got {min_magnitude!r}")
     if not (np.isfinite(nonnormality) and nonnormality >= 0.0):
@@ -365,7 +387,7 @@ def hankel_lower_bounds(G: DiscreteLTI, P=None, Q=None) -> tuple[np.ndarray, flo
 
     Parameters
     ----------
-    G : DiscreteLTI
+    G : DiscreteLTI, python-control system or tuple
         Stable system.
     P, Q : ndarray, optional
         Its Gramians, if already computed (only their traces enter ``err``).
@@ -382,6 +404,7 @@ def hankel_lower_bounds(G: DiscreteLTI, P=None, Q=None) -> tuple[np.ndarray, flo
         first power at which both Krylov sequences have decayed by 1e-8, at least n + 1
         and at most :data:`HANKEL_MAX_BLOCKS`.
     """
+    G = as_discrete_system(G, "G")
     n = G.n
     if n == 0:
         return np.zeros(0), 0.0
@@ -418,6 +441,7 @@ def minimal_order(G: DiscreteLTI) -> int:
     whose true HSVs were ``2.23, 9.6e-18, 6.4e-21`` (60-digit arithmetic) got
     ``3.5e-9`` twice and minimal order 3.)
     """
+    G = as_discrete_system(G, "G")
     if G.n == 0:
         return 0
     P, Q = _gramian(G.A, G.B @ G.B.T), _gramian(G.A.T, G.C.T @ G.C)
