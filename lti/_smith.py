@@ -94,6 +94,43 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
     todo = list(range(len(Bs)))
     Ak = np.asfortranarray(M)  # A_k = M^(2^k); Ak.T is a C-ordered view
     rho_bound, root = np.inf, 1.0
+    # with the screen, the factors after the first take their steps k <= SMITH_EARLY_STEP
+    # only once the first has passed the screen at k = SMITH_EARLY_STEP (or converged): a
+    # slowly decaying A is then rejected after one factor's products instead of all of
+    # them. Every product is the same, on the same powers (kept meanwhile), so the factors
+    # are bit for bit those of the step-by-step order.
+    lag = [] if screen and len(Bs) > 1 and n <= SMITH_SCREEN_N else None  # the powers kept
+
+    def step(i, k, Ak):
+        """Step k of factor i: False when the screen rejects the attempt."""
+        R = Rt[i]
+        w = R.shape[0]
+        op = Ak if transposes[i] else Ak.T  # (A_k L)^T = L^T op
+        Wt = blas.dtrmm(1.0, R, op) if w == n else R @ op  # R triangular when w == n
+        w2 = _fro2(Wt)
+        if w2 <= eps * eps * r2[i]:
+            todo.remove(i)
+            return True
+        if screen and SMITH_EARLY_STEP <= k <= SMITH_SCREEN_STEP + 1:
+            ratio = w2 / wprev[i]  # wprev > 0: the factor was not done at k - 1
+            # mean term still growing (ratio > 2, see SMITH_SCREEN_STEP) at k = 4 or 5:
+            # judged at the next step (at k = 6 whatever the ratio)
+            if _window_ratio(k) <= ratio and (k > SMITH_SCREEN_STEP or ratio <= 2.0):
+                return False  # too slow to converge in max_iter (see SMITH_SCREEN_STEP)
+        wprev[i] = w2
+        r2[i] += w2
+        if w == n:  # [R; Wt]: triangle over a dense block, structured QR
+            R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
+        elif 2 * w < n:
+            Rt[i] = np.vstack([R, Wt])
+            return True
+        else:
+            R, info = _qr_triangle(np.vstack([R, Wt]), n), 0
+        if info != 0:  # pragma: no cover - LAPACK argument errors only
+            raise SolverError(f"LAPACK dtpqrt failed with info={info}")
+        Rt[i] = R
+        return True
+
     for k in range(max_iter):
         a = math.sqrt(_fro2(Ak))  # ||A_k||_F >= ||A_k||_2
         if not a <= grow:  # also catches NaN
@@ -103,35 +140,26 @@ def smith_factors(M: np.ndarray, Bs, transposes, *, max_iter: int, max_growth: f
         # true norm is below n * tiny, which must not be skipped (it was: bound 1.19 for a
         # shift register, and a bound >= 1 sent the noise floor of the HSVs to infinity)
         rho_bound = min(rho_bound, max(a, n * _TINY) ** root)
-        if a <= eps:  # ||A_k L||_F <= ||A_k||_2 ||L||_F: every factor has converged
-            todo = []
-        for i in list(todo):
-            R = Rt[i]
-            w = R.shape[0]
-            op = Ak if transposes[i] else Ak.T  # (A_k L)^T = L^T op
-            Wt = blas.dtrmm(1.0, R, op) if w == n else R @ op  # R triangular when w == n
-            w2 = _fro2(Wt)
-            if w2 <= eps * eps * r2[i]:
-                todo.remove(i)
-                continue
-            if screen and SMITH_EARLY_STEP <= k <= SMITH_SCREEN_STEP + 1:
-                ratio = w2 / wprev[i]  # wprev > 0: the factor was not done at k - 1
-                # mean term still growing (ratio > 2, see SMITH_SCREEN_STEP) at k = 4 or 5:
-                # judged at the next step (at k = 6 whatever the ratio)
-                if _window_ratio(k) <= ratio and (k > SMITH_SCREEN_STEP or ratio <= 2.0):
-                    return None  # too slow to converge in max_iter (see SMITH_SCREEN_STEP)
-            wprev[i] = w2
-            r2[i] += w2
-            if w == n:  # [R; Wt]: triangle over a dense block, structured QR
-                R, _, _, info = lapack.dtpqrt(0, nb, R, Wt, overwrite_a=1, overwrite_b=1)
-            elif 2 * w < n:
-                Rt[i] = np.vstack([R, Wt])
-                continue
-            else:
-                R, info = _qr_triangle(np.vstack([R, Wt]), n), 0
-            if info != 0:  # pragma: no cover - LAPACK argument errors only
-                raise SolverError(f"LAPACK dtpqrt failed with info={info}")
-            Rt[i] = R
+        done = a <= eps  # ||A_k L||_F <= ||A_k||_2 ||L||_F: every factor has converged
+        if lag is None:
+            if done:
+                todo = []
+            for i in list(todo):
+                if not step(i, k, Ak):
+                    return None
+        else:
+            if not done:
+                lag.append(Ak)
+                if 0 in todo and not step(0, k, Ak):
+                    return None
+            if done or k == SMITH_EARLY_STEP or 0 not in todo:  # the others catch up
+                for i in [i for i in todo if i]:
+                    for j, Aj in enumerate(lag):
+                        if i in todo and not step(i, j, Aj):
+                            return None
+                lag = None
+                if done:
+                    todo = []
         if not todo and a < 1.0:
             Ls = [_square_factor(R, n) * (b if b > 0 else 1.0)
                   for R, b in zip(Rt, scales, strict=True)]

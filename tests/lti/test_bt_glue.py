@@ -1,0 +1,43 @@
+"""Overhead cuts of balanced truncation's glue that must not change a bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lti._rounding import N_ANGLES, N_POLE_ANGLES, _angles, schur_rounding
+
+
+def _reference_angles(lam):  # the np.unique formulation the cut replaces
+    near = np.argsort(np.abs(np.abs(lam) - 1.0))[:N_POLE_ANGLES]
+    return np.unique(np.concatenate([np.linspace(0.0, np.pi, N_ANGLES),
+                                     np.abs(np.angle(lam[near]))]))
+
+
+def _spectra():
+    rng = np.random.default_rng(0)
+    z = 0.99 * np.exp(1j * rng.uniform(-np.pi, np.pi, 40))
+    yield np.r_[z, z.conj()]  # conjugate pairs: repeated angles
+    yield np.array([0.5 + 0j])
+    yield np.array([-0.9 + 0j, 0.9 + 0j, 0.0 + 0j, 1j * 0.5, -1j * 0.5])  # angles 0, pi, pi/2
+    yield np.exp(1j * np.linspace(0.0, np.pi, N_ANGLES)) * 0.999  # on the uniform grid
+    yield rng.uniform(-1, 1, 100) + 1j * rng.uniform(-1, 1, 100)
+
+
+@pytest.mark.parametrize("lam", list(_spectra()), ids=range(5))
+def test_angles_equal_the_unique_formulation_bit_for_bit(lam):
+    got = _angles(lam)
+    np.testing.assert_array_equal(got, _reference_angles(lam))
+    assert np.all(np.diff(got) > 0)
+
+
+def test_schur_rounding_norms_are_numpys():
+    rng = np.random.default_rng(1)
+    T = np.triu(rng.standard_normal((9, 9)), 1) * 0.3 + np.diag(rng.uniform(-0.9, 0.9, 9))
+    B, C = rng.standard_normal((9, 2)), rng.standard_normal((3, 9))
+    from lti._rounding import resolvent_gains
+
+    s, c, b = resolvent_gains(T, B, C)
+    ref = 4.0 * 9 * np.finfo(float).eps * ((1.0 + np.linalg.norm(T)) * s
+                                          + np.linalg.norm(B) * c + np.linalg.norm(C) * b)
+    assert schur_rounding(T, B, C, 4.0) == ref
