@@ -98,18 +98,25 @@ def _resolvent_norms_py(T, B, zr, zi):
 
     Back substitution for all K points at once, row by row from the bottom: the sums
     ``T[i, i+1:] X[i+1:]`` have real coefficients, so they act on the real and imaginary
-    parts alike (``X`` stores them side by side, 2 K m reals per row, four rows per pass);
-    a 1x1 block divides by ``z - t_ii``, a 2x2 block ``[[a, b], [c, d]]`` is solved by its
-    adjugate over ``det(zI - block) = (z - l1)(z - l2)`` (its eigenvalues: no cancellation
-    near a pole). Compiled by :mod:`lti._jit`; also runs, slowly, as plain Python.
+    parts alike (``X`` stores them side by side, 2 K m reals per row, four rows per pass;
+    both rows of a 2x2 block in the same pass); a 1x1 block divides by ``z - t_ii``, a 2x2
+    block ``[[a, b], [c, d]]`` is solved by its adjugate over ``det(zI - block) = (z - l1)
+    (z - l2)`` (its eigenvalues: no cancellation near a pole). The complex arithmetic per
+    point is written out in reals, operation for operation as numba (and CPython) evaluate
+    the complex expressions ``1 / (z - t)``, ``(z - d) / det``, ... (the CPython division
+    algorithm): the same bits as the complex code it replaced, in loops over the points.
+    Compiled by :mod:`lti._jit`; also runs, slowly, as plain Python.
     """
     n, m = B.shape
     K = zr.shape[0]
-    w = 2 * K * m  # X[i, 2 (k m + j)] + 1j X[i, 2 (k m + j) + 1]: row i of (z_k I - T)^-1 B
+    w = 2 * K * m
     X = np.zeros((n, w))
-    a1 = np.empty(w)  # T[i, i+1:] X[i+1:]
-    a2 = np.empty(w)  # T[i-1, i+1:] X[i+1:] (2x2 block on rows i-1, i)
+    a1 = np.empty(w)
+    a2 = np.empty(w)
     out = np.zeros(K)
+    acc = np.empty(K)
+    cr = np.empty((4, K))  # real parts of p, q, bb, cc (2x2) / inv (1x1: row 0)
+    ci = np.empty((4, K))
     i = n - 1
     while i >= 0:
         two = i > 0 and T[i, i - 1] != 0.0
@@ -121,54 +128,93 @@ def _resolvent_norms_py(T, B, zr, zi):
         while l + 4 <= n:
             t0, t1, t2, t3 = T[i, l], T[i, l + 1], T[i, l + 2], T[i, l + 3]
             x0, x1, x2, x3 = X[l], X[l + 1], X[l + 2], X[l + 3]
-            for col in range(w):
-                a1[col] += t0 * x0[col] + t1 * x1[col] + t2 * x2[col] + t3 * x3[col]
-            if two:
-                t0, t1, t2, t3 = T[top, l], T[top, l + 1], T[top, l + 2], T[top, l + 3]
+            if two:  # both rows of the block in one pass over X[l:l+4]
+                s0, s1, s2, s3 = T[top, l], T[top, l + 1], T[top, l + 2], T[top, l + 3]
                 for col in range(w):
-                    a2[col] += t0 * x0[col] + t1 * x1[col] + t2 * x2[col] + t3 * x3[col]
+                    v0, v1, v2, v3 = x0[col], x1[col], x2[col], x3[col]
+                    a1[col] += t0 * v0 + t1 * v1 + t2 * v2 + t3 * v3
+                    a2[col] += s0 * v0 + s1 * v1 + s2 * v2 + s3 * v3
+            else:
+                for col in range(w):
+                    a1[col] += t0 * x0[col] + t1 * x1[col] + t2 * x2[col] + t3 * x3[col]
             l += 4
         while l < n:
             t0, x0 = T[i, l], X[l]
-            for col in range(w):
-                a1[col] += t0 * x0[col]
             if two:
-                t0 = T[top, l]
+                s0 = T[top, l]
                 for col in range(w):
-                    a2[col] += t0 * x0[col]
+                    v0 = x0[col]
+                    a1[col] += t0 * v0
+                    a2[col] += s0 * v0
+            else:
+                for col in range(w):
+                    a1[col] += t0 * x0[col]
             l += 1
+        for k in range(K):
+            acc[k] = 0.0
         if two:
             a, b, c, d = T[top, top], T[top, i], T[i, top], T[i, i]
             h = 0.5 * (a + d)
             disc = np.sqrt(complex(0.25 * (a - d) * (a - d) + b * c))
-            l1, l2 = h + disc, h - disc
+            l1r, l1i = h + disc.real, 0.0 + disc.imag  # h + disc (float + complex)
+            l2r, l2i = h - disc.real, 0.0 - disc.imag
             for k in range(K):
-                z = complex(zr[k], zi[k])
-                inv = 1.0 / ((z - l1) * (z - l2))  # 1 / det(z I - block)
-                p, q, bb, cc = (z - d) * inv, (z - a) * inv, b * inv, c * inv
-                acc = 0.0
-                for j in range(m):
+                zrk, zik = zr[k], zi[k]
+                ur, ui = zrk - l1r, zik - l1i  # z - l1
+                vr, vi = zrk - l2r, zik - l2i
+                er, ei = ur * vr - ui * vi, ur * vi + ui * vr  # (z - l1)(z - l2)
+                if abs(er) >= abs(ei):
+                    ratio = ei / er
+                    den = er + ei * ratio
+                    ir, ii = (1.0 + 0.0 * ratio) / den, (0.0 - 1.0 * ratio) / den
+                else:
+                    ratio = er / ei
+                    den = er * ratio + ei
+                    ir, ii = (1.0 * ratio + 0.0) / den, (0.0 * ratio - 1.0) / den
+                sr, si = zrk - d, zik - 0.0  # z - d
+                cr[0, k], ci[0, k] = sr * ir - si * ii, sr * ii + si * ir  # p
+                sr, si = zrk - a, zik - 0.0
+                cr[1, k], ci[1, k] = sr * ir - si * ii, sr * ii + si * ir  # q
+                cr[2, k], ci[2, k] = b * ir - 0.0 * ii, b * ii + 0.0 * ir  # bb = b inv
+                cr[3, k], ci[3, k] = c * ir - 0.0 * ii, c * ii + 0.0 * ir  # cc
+            for j in range(m):
+                b1, b2 = B[top, j], B[i, j]
+                for k in range(K):
                     col = 2 * (k * m + j)
-                    s1 = complex(B[top, j] + a2[col], a2[col + 1])
-                    s2 = complex(B[i, j] + a1[col], a1[col + 1])
-                    y1 = p * s1 + bb * s2
-                    y2 = cc * s1 + q * s2
-                    X[top, col], X[top, col + 1] = y1.real, y1.imag
-                    X[i, col], X[i, col + 1] = y2.real, y2.imag
-                    acc += y1.real * y1.real + y1.imag * y1.imag
-                    acc += y2.real * y2.real + y2.imag * y2.imag
-                out[k] += acc
+                    s1r, s1i = b1 + a2[col], a2[col + 1]
+                    s2r, s2i = b2 + a1[col], a1[col + 1]
+                    pr, pi, qr, qi = cr[0, k], ci[0, k], cr[1, k], ci[1, k]
+                    br_, bi_, cr_, ci_ = cr[2, k], ci[2, k], cr[3, k], ci[3, k]
+                    y1r = (pr * s1r - pi * s1i) + (br_ * s2r - bi_ * s2i)
+                    y1i = (pr * s1i + pi * s1r) + (br_ * s2i + bi_ * s2r)
+                    y2r = (cr_ * s1r - ci_ * s1i) + (qr * s2r - qi * s2i)
+                    y2i = (cr_ * s1i + ci_ * s1r) + (qr * s2i + qi * s2r)
+                    X[top, col], X[top, col + 1] = y1r, y1i
+                    X[i, col], X[i, col + 1] = y2r, y2i
+                    acc[k] = acc[k] + (y1r * y1r + y1i * y1i) + (y2r * y2r + y2i * y2i)
         else:
             t = T[i, i]
             for k in range(K):
-                inv = 1.0 / (complex(zr[k], zi[k]) - t)
-                acc = 0.0
-                for j in range(m):
+                er, ei = zr[k] - t, zi[k] - 0.0
+                if abs(er) >= abs(ei):
+                    ratio = ei / er
+                    den = er + ei * ratio
+                    cr[0, k], ci[0, k] = (1.0 + 0.0 * ratio) / den, (0.0 - 1.0 * ratio) / den
+                else:
+                    ratio = er / ei
+                    den = er * ratio + ei
+                    cr[0, k], ci[0, k] = (1.0 * ratio + 0.0) / den, (0.0 * ratio - 1.0) / den
+            for j in range(m):
+                bj = B[i, j]
+                for k in range(K):
                     col = 2 * (k * m + j)
-                    y = complex(B[i, j] + a1[col], a1[col + 1]) * inv
-                    X[i, col], X[i, col + 1] = y.real, y.imag
-                    acc += y.real * y.real + y.imag * y.imag
-                out[k] += acc
+                    sr, si = bj + a1[col], a1[col + 1]
+                    ir, ii = cr[0, k], ci[0, k]
+                    yr, yi = sr * ir - si * ii, sr * ii + si * ir
+                    X[i, col], X[i, col + 1] = yr, yi
+                    acc[k] = acc[k] + (yr * yr + yi * yi)
+        for k in range(K):
+            out[k] += acc[k]
         i = top - 1
     return np.sqrt(out)
 

@@ -41,3 +41,36 @@ def test_schur_rounding_norms_are_numpys():
     ref = 4.0 * 9 * np.finfo(float).eps * ((1.0 + np.linalg.norm(T)) * s
                                           + np.linalg.norm(B) * c + np.linalg.norm(C) * b)
     assert schur_rounding(T, B, C, 4.0) == ref
+
+
+def _schur_system(n, rho, seed, m):
+    from lti.lyapunov import real_schur
+    from lti._schur import quasi_triangular_eigvals
+    from lti._rounding import _angles
+
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    S = real_schur(A)
+    theta = _angles(quasi_triangular_eigvals(S.T))
+    B = np.ascontiguousarray(S.Z.T @ rng.standard_normal((n, m)))
+    return np.ascontiguousarray(S.T), B, np.cos(theta), np.sin(theta)
+
+
+def _complex_reference(T, B, zr, zi):  # dense complex solves, one point at a time
+    n = T.shape[0]
+    return np.array([np.linalg.norm(np.linalg.solve(complex(a, b) * np.eye(n) - T, B))
+                     for a, b in zip(zr, zi, strict=True)])
+
+
+@pytest.mark.parametrize("n, rho, seed, m", [(1, 0.5, 0, 1), (2, 0.9, 1, 2), (7, 0.9999, 2, 3),
+                                             (12, 0.95, 3, 2), (13, 0.9999, 4, 1)])
+def test_resolvent_kernel_source_is_the_compiled_kernel_bit_for_bit(n, rho, seed, m):
+    import lti._rounding as rnd
+
+    T, B, zr, zi = _schur_system(n, rho, seed, m)
+    py = rnd._resolvent_norms_py(T, B, zr, zi)  # the kernel's source run as Python
+    np.testing.assert_allclose(py, _complex_reference(T, B, zr, zi), rtol=1e-12, atol=0)
+    kern = rnd._resolvent_norms.compiled()
+    if kern is not None:  # the per-point complex arithmetic written out in reals: same bits
+        np.testing.assert_array_equal(kern(T, B, zr, zi), py)
