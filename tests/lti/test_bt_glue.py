@@ -44,9 +44,9 @@ def test_schur_rounding_norms_are_numpys():
 
 
 def _schur_system(n, rho, seed, m):
-    from lti.lyapunov import real_schur
-    from lti._schur import quasi_triangular_eigvals
     from lti._rounding import _angles
+    from lti._schur import quasi_triangular_eigvals
+    from lti.lyapunov import real_schur
 
     rng = np.random.default_rng(seed)
     A = rng.standard_normal((n, n))
