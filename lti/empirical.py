@@ -23,7 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lti._validation import as_float_matrix, as_float_vector, check_square, spectral_radius
+from lti._validation import (
+    as_float_matrix,
+    as_float_vector,
+    check_square,
+    check_stable,
+    spectral_radius,
+    stability_margin,
+    unstable_message,
+)
 from lti.exceptions import (
     InvalidArgumentError,
     NonFiniteError,
@@ -117,11 +125,8 @@ def lti_horizon(A, *, rtol: float = 1e-13, max_horizon: int = 10_000_000) -> int
     n = check_square("A", A)
     if n == 0:
         return 1
-    rho = spectral_radius(A)
-    if not rho < 1.0:
-        raise UnstableSystemError(
-            f"`A` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
-        )
+    # the solvers' rounding margin: 1 - 1e-16 is a pole on the circle, not a slow decay
+    rho = check_stable("A", A, rho=spectral_radius(A))
 
     def ok(T: int) -> bool:
         return np.linalg.norm(np.linalg.matrix_power(A, T), 2) ** 2 <= rtol
@@ -133,7 +138,7 @@ def lti_horizon(A, *, rtol: float = 1e-13, max_horizon: int = 10_000_000) -> int
         return T
     too_slow = SolverError(
         f"`A` decays too slowly: ||A^T||^2 > rtol={rtol:.3g} for T up to "
-        f"max_horizon={max_horizon} (spectral radius {rho:.9g})"
+        f"max_horizon={max_horizon} (spectral radius {rho:.15g})"
     )
     T = max(1, int(np.ceil(np.log(rtol) / (2.0 * np.log(rho)))))
     if T > max_horizon:
@@ -323,10 +328,11 @@ def empirical_gramians(
         if horizon is None:
             dense_only("empirical_gramians() without `horizon`", system)
             rho = system.spectral_radius()
-            if not rho < 1.0:
+            margin = stability_margin(n, float(np.linalg.norm(system.A)))
+            if not rho < 1.0 - margin:
                 raise UnstableSystemError(
-                    "the infinite-horizon Gramians need a Schur-stable `system` "
-                    f"(spectral radius < 1); got {rho:.6g}"
+                    "the infinite-horizon Gramians need a Schur-stable `system`: "
+                    + unstable_message("`system.A`", rho, margin)
                 )
             horizon = lti_horizon(system.A, rtol=rtol, max_horizon=max_horizon)
     elif callable(system):

@@ -70,3 +70,25 @@ def test_masked_stream_entries_are_refused():
     assert acc.count == 0  # nothing half-added
     np.testing.assert_array_equal(state_covariance(A, B, u.filled(0.0)),
                                   state_covariance(A, B, u.filled(0.0).data))
+
+
+@pytest.mark.parametrize("a", [1.0 - 1e-16, 1.0 - 4e-16])
+def test_pole_within_the_rounding_margin_is_unstable_not_slow(a):
+    """Was SolverError 'decays too slowly ... (spectral radius 1)': a pole the other
+    solvers refuse as on the unit circle."""
+    from lti import DiscreteLTI, UnstableSystemError
+    from lti.empirical import lti_horizon
+
+    A2 = np.diag([a, 0.5])
+    with pytest.raises(UnstableSystemError, match="rounding margin"):
+        lti_horizon(A2)
+    with pytest.raises(UnstableSystemError, match="rounding margin"):
+        empirical_gramians(DiscreteLTI(A2, np.ones((2, 1)), np.ones((1, 2))))
+
+
+def test_slow_decay_names_the_radius_to_its_digits():
+    from lti import SolverError
+    from lti.empirical import lti_horizon
+
+    with pytest.raises(SolverError, match=r"spectral radius 0\.99999999999999\)"):
+        lti_horizon(np.diag([1.0 - 1e-14]))
