@@ -160,3 +160,36 @@ def test_control_round_trip_keeps_dt_and_response(dt):
     ref = control.frequency_response(ref_sys, w / (1.0 if dt in (None, True) else dt)).frdata
     np.testing.assert_allclose(np.moveaxis(G.frequency_response(w), 0, -1), ref, rtol=1e-13)
     np.testing.assert_array_equal(back.A, A)
+
+
+def test_discretize_zoh_refuses_masked_input():
+    """The mask was dropped by np.asarray and the hidden values discretised."""
+    from lti import discretize_zoh
+
+    Ac = np.array([[-1.0, 2.0], [0.0, -3.0]])
+    with pytest.raises(InvalidArgumentError, match="`A` is a masked array"):
+        discretize_zoh(np.ma.array(Ac, mask=[[0, 1], [0, 0]]), np.ones((2, 1)), 0.1)
+    with pytest.raises(InvalidArgumentError, match="`B` is a masked array"):
+        discretize_zoh(Ac, np.ma.array(np.ones((2, 1)), mask=[[1], [0]]), 0.1)
+
+
+@pytest.mark.parametrize("A_c", [np.array([800.0, -1.0]), np.array([[800.0, 1.0], [0.0, -1.0]])],
+                         ids=["diagonal", "general"])
+def test_discretize_zoh_overflow_is_a_solver_error(A_c):
+    """exp(800) overflowed to inf with only a RuntimeWarning (diagonal) and an inf/NaN matrix."""
+    from lti import SolverError, discretize_zoh
+
+    with pytest.raises(SolverError, match="overflows"):
+        discretize_zoh(A_c, np.ones((2, 1)), 1.0)
+
+
+def test_discretize_zoh_matches_scipy():
+    signal = pytest.importorskip("scipy.signal")
+    from lti import discretize_zoh
+
+    rng = np.random.default_rng(0)
+    Ac, Bc = rng.standard_normal((4, 4)), rng.standard_normal((4, 2))
+    Ad, Bd = discretize_zoh(Ac, Bc, 0.1)
+    ref = signal.cont2discrete((Ac, Bc, np.eye(4), np.zeros((4, 2))), 0.1, "zoh")
+    np.testing.assert_allclose(Ad, ref[0], rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(Bd, ref[1], rtol=1e-14, atol=1e-15)
