@@ -59,6 +59,7 @@ from torch import nn
 from adapters._decode import DecodePlan as _Plan
 from adapters._decode import DecodeWeights as _DecodeWeights
 from adapters._decode import StateStack as _Stack
+from adapters._masks import token_mask
 from adapters.exceptions import AdapterError, AdapterShapeError
 from adapters.scan import autocast_on
 
@@ -368,12 +369,18 @@ class AdapterRuntime:
         use_cache = bound.get("use_cache")
         if use_cache is None:
             use_cache = getattr(getattr(module, "config", None), "use_cache", False)
-        mask = bound.get("attention_mask")
-        if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
-            mask = None  # 4-D / custom masks: no padding information to use
         # A training forward without a cache stays stateless even if the config says use_cache.
         stateful = cache is not None or (bool(use_cache) and not module.training)
         past = _seq_length(cache) if stateful else 0
+        ids = bound.get("input_ids")
+        ids = bound.get("inputs_embeds") if ids is None else ids
+        batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
+        mask = bound.get("attention_mask")
+        if batch is not None and (isinstance(mask, dict) or (
+                isinstance(mask, torch.Tensor) and mask.dim() == 4)):
+            mask = token_mask(mask, past, ids.shape[1], batch)  # static cache: (B, 1, L, K)
+        if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
+            mask = None  # other masks: no padding information to use
         record = None
         if stateful and past > 0:
             record = getattr(cache, _STATES_ATTR, {}).get(self.uid)
@@ -383,9 +390,6 @@ class AdapterRuntime:
                     "prompt through the adapted model (not the base model) to fill the cache"
                 )
             record.check(past)
-        ids = bound.get("input_ids")
-        ids = bound.get("inputs_embeds") if ids is None else ids
-        batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
         ctx = _Context(stateful=stateful, past=past, cache=cache, record=record, mask=mask,
                        batch=batch, weights=None if record is None else record.weights)
         if record is not None and batch is not None and ids.shape[1] == 1:
