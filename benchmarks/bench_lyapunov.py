@@ -27,7 +27,8 @@ The ratio table also gives both lti times as multiples of ONE real Schur decompo
 solver (the factored Smith path needs no Schur form and can go below it; the last two
 columns name the paths the factor and the solve took: for the solve "schur+F" when Q's low-rank
 factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran,
-"+refine(single)" when its correction ran in single precision).
+"+refine(single)" when its correction ran in single precision, "+refine(single, bt double)"
+when its back-transform had to be redone in double).
 
 The header states whether lti's optional compiled kernels (numba, ``lti._jit``) ran and
 numba's version; one untimed warm-up solve and factor (n = 512) precede the timings, so
@@ -125,7 +126,8 @@ def solve_path(kind, A, Q) -> str:
     the timing: "diagonal", "smith" (X = L L^T, Q of low rank), or "schur" with "+F" when the
     Schur-coordinate right-hand side comes from Q's low-rank factor and "+refine" when the
     residual-triggered refinement step runs ("+refine(single)" when its correction was
-    solved in single precision and kept by its probe check)."""
+    solved in single precision and kept by its probe check, "+refine(single, bt double)"
+    when that needed the back-transform in double precision)."""
     from lti import _stein
     from lti._schur import real_schur
     from lti._validation import symmetrize_
@@ -143,9 +145,11 @@ def solve_path(kind, A, Q) -> str:
     path = "schur" + ("+F" if F is not None else "")
     if not r0 > _stein.REFINE_RTOL:
         return path
-    single = (A.shape[0] >= _stein._SINGLE_MIN and r0 <= _stein._SINGLE_MAX_RESIDUAL
-              and _stein._single_correction(A, R, S.T, S.Z) is not None)
-    return path + ("+refine(single)" if single else "+refine")
+    bt = None
+    if A.shape[0] >= _stein._SINGLE_MIN and r0 <= _stein._SINGLE_MAX_RESIDUAL:
+        bt = _stein.single_correction_parts(A, R, S.T, S.Z)[1]
+    return path + {None: "+refine", "single": "+refine(single)",
+                   "double": "+refine(single, bt double)"}[bt]
 
 
 def jit_info() -> str:

@@ -148,9 +148,10 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     (residual in the original coordinates, correction from the same Schur form) follows,
     typically lowering it ten-fold for a third more time. For ``n >= 256`` the
     correction's right-hand side ``Z^T R Z`` and recursion run in single precision (it
-    needs a few digits; the back-transform stays in double) and it is kept
-    when a check with 4 random probe vectors shows it removes at least 99 % of the
-    residual; otherwise (ill-conditioned, e.g. strongly non-normal ``A``) in double.
+    needs a few digits) and it is kept when a check with 4 random probe vectors shows it
+    removes at least 99 % of the residual: with its back-transform in single precision,
+    else with the same correction back-transformed in double, else (ill-conditioned, e.g.
+    strongly non-normal ``A``) it is solved again in double.
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
     (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check; the
     same residual-triggered refinement step follows (its rounding errors grow with

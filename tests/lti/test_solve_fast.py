@@ -296,6 +296,36 @@ def test_single_precision_correction_keeps_the_accuracy(kind, mode, monkeypatch)
     assert np.linalg.norm(X - X64) <= 1e-11 * np.linalg.norm(X64)
 
 
+@needs_numba
+@pytest.mark.parametrize("tol, expected", [(1e-2, "single"), (1e-3, "double"), (1e-6, None)])
+def test_single_correction_back_transform_tiers(tol, expected, monkeypatch):
+    # rho = 0.9999, n = 300: the single-precision back-transform leaves ~1.6e-3 of R, the
+    # double one ~6.5e-5 (same single-precision dY); the guard keeps the first that passes.
+    # Compiled leaves: the NumPy ones compute in complex128, so their "single" dY is a
+    # double one and both back-transforms run in double
+    _set_mode(monkeypatch, "compiled")
+    A, B = _stable(300, 0.9999, 2)
+    Q = B @ B.T
+    S = real_schur(A)
+    X0 = stein.solve_schur(A, Q, S, factor=B)
+    R = (A @ X0) @ A.T - X0 + Q
+    R = 0.5 * (R + R.T)
+    monkeypatch.setattr(stein, "_SINGLE_TOL", tol)
+    dX, bt = stein.single_correction_parts(A, R, S.T, S.Z)
+    assert bt == expected
+    if expected is None:
+        assert dX is None and stein._single_correction(A, R, S.T, S.Z) is None
+        return
+    assert np.array_equal(dX, dX.T)
+    left = np.linalg.norm(R + A @ dX @ A.T - dX) / np.linalg.norm(R)
+    assert left <= 2 * tol  # the probes estimate it within ~30 %
+    if expected == "single":  # Z and the products rounded: 1.6e-3 here
+        assert left >= 5e-4
+    else:  # the same dY by Z in double: 6.5e-5 (1.2e-4 with Z rounded to single)
+        assert left <= 1e-4
+    assert np.array_equal(stein._single_correction(A, R, S.T, S.Z), dX)
+
+
 def _nonnormal(n, seed):
     rng = np.random.default_rng(seed)
     Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
