@@ -384,8 +384,12 @@ class StateCovarianceAccumulator:
                 f"`state` must hold sum (n,) and sum_outer (n, n); got {s1.shape} and "
                 f"{s2.shape}"
             )
+        for key, X in (("sum", s1), ("sum_outer", s2)):
+            if not np.isfinite(X).all():
+                raise NonFiniteError(f"`state['{key}']` must be finite; got NaN or inf")
         count = np.asarray(count)
-        if count.shape != () or count < 0 or count != np.round(count):
+        if (count.shape != () or not np.issubdtype(count.dtype, np.number)
+                or np.iscomplexobj(count) or count < 0 or count != np.round(count)):
             raise InvalidArgumentError(
                 f"`state['count']` must be a non-negative integer; got {count}"
             )

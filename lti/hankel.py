@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-from lti._validation import stability_margin, unstable_message
-from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti._validation import as_float_matrix, check_square, stability_margin, unstable_message
+from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 from lti.gramians import gramian_factors
 from lti.lowrank import dense_only
 from lti.system import DiscreteLTI, as_discrete_system, is_control_system
@@ -173,7 +173,7 @@ def cayley_to_continuous(A, B, C, D):
     >>> bool(abs(Gd - Gc) < 1e-14 and np.allclose(back[0], A, rtol=0, atol=1e-15))
     True
     """
-    A, B, C, D = (np.asarray(X, dtype=np.float64) for X in (A, B, C, D))
+    A, B, C, D = _realisation(("A", "B", "C", "D"), A, B, C, D)
     n = A.shape[0]
     E = np.eye(n) + A
     X = _solve(E, np.hstack([A - np.eye(n), B]), "I + A")  # E^{-1} [A - I, B]
@@ -204,13 +204,27 @@ def cayley_to_discrete(Ac, Bc, Cc, Dc):
     SolverError
         ``I - Ac`` is singular.
     """
-    Ac, Bc, Cc, Dc = (np.asarray(X, dtype=np.float64) for X in (Ac, Bc, Cc, Dc))
+    Ac, Bc, Cc, Dc = _realisation(("Ac", "Bc", "Cc", "Dc"), Ac, Bc, Cc, Dc)
     n = Ac.shape[0]
     F = np.eye(n) - Ac
     X = _solve(F, np.hstack([np.eye(n) + Ac, Bc]), "I - Ac")
     A, FB = X[:, :n], X[:, n:]
     C = np.sqrt(2.0) * _solve(F.T, Cc.T, "I - Ac").T
     return A, np.sqrt(2.0) * FB, C, Dc + Cc @ FB
+
+
+def _realisation(names, *mats):
+    """Validated float64 ``(A, B, C, D)`` of conforming shapes (typed errors naming them)."""
+    A, B, C, D = (as_float_matrix(name, X, copy=False) for name, X in zip(names, mats,
+                                                                          strict=True))
+    n = check_square(names[0], A)
+    m, p = B.shape[1], C.shape[0]
+    if B.shape[0] != n or C.shape[1] != n or D.shape != (p, m):
+        raise ShapeError(
+            f"`{names[1]}`, `{names[2]}`, `{names[3]}` must have shapes (n, m), (p, n), (p, m) "
+            f"with n = {n}; got {B.shape}, {C.shape}, {D.shape}"
+        )
+    return A, B, C, D
 
 
 def _solve(E: np.ndarray, R: np.ndarray, name: str) -> np.ndarray:
