@@ -35,8 +35,8 @@ numba's version; one untimed warm-up solve and factor (n = 512) precede the timi
 their compilation or cache load is not timed.
 
 Run: ``python benchmarks/bench_lyapunov.py [--threads 1] [--sizes 16 64 256 1024]
-[--out benchmarks/results]`` (``--out`` writes ``lyapunov.md`` with the command and
-``lyapunov.json``).
+[--out benchmarks/results] [--name lyapunov]`` (``--out`` writes ``NAME.md`` with the command
+and ``NAME.json``; ``--name lyapunov_rerun`` keeps a rerun beside the first run).
 """
 
 from __future__ import annotations
@@ -304,7 +304,9 @@ def main():
     parser.add_argument("--hard-sizes", type=int, nargs="*", default=[64, 256])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default=None,
-                        help="folder for lyapunov.md / lyapunov.json (e.g. benchmarks/results)")
+                        help="folder for NAME.md / NAME.json (e.g. benchmarks/results)")
+    parser.add_argument("--name", default="lyapunov",
+                        help="result file stem (default lyapunov; e.g. lyapunov_rerun for a rerun)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # slycot's old-signature DeprecationWarnings
     lines, data = [], {"command": "python benchmarks/bench_lyapunov.py " + " ".join(sys.argv[1:])}
@@ -364,8 +366,8 @@ def main():
     if args.out:
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "lyapunov.md").write_text("\n".join(lines) + "\n")
-        (out / "lyapunov.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
+        (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
+        (out / f"{args.name}.json").write_text(json.dumps(data, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":
