@@ -28,14 +28,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import types
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import torch
 from torch import nn
 
 from adapters._checkpointing import bind_checkpoints, unbind_checkpoints
 from adapters._counts import get_nb_trainable_parameters, print_trainable_parameters
+from adapters._hooks import (
+    load_adapter_with_adapters,
+    register_checkpoint_writer,
+    save_pretrained_with_adapters,
+)
 from adapters._wrappers import unwrap_model
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
@@ -66,25 +70,7 @@ __all__ = [
 
 _RUNTIME_ATTR = "_hrm_runtime"
 _SAVE_ATTR = "save_pretrained"
-_CHECKPOINT_WRITERS: list[Callable[..., object]] = []
-
-
-def register_checkpoint_writer(writer: Callable[..., object]) -> None:
-    """Have an adapted model's ``save_pretrained(d)`` also call ``writer(model, d)``.
-
-    :mod:`adapters.io` registers :func:`adapters.save_adapter` when it is imported (it is by
-    ``import adapters``), so that every ``save_pretrained`` folder — a plain
-    ``transformers.Trainer``'s checkpoints included — holds an adapter checkpoint.
-
-    Parameters
-    ----------
-    writer : callable
-        ``writer(model, directory)``, or ``writer(model, directory, state_dict=sd)`` when
-        ``save_pretrained`` was given a ``state_dict`` (a Trainer under DeepSpeed ZeRO-3 passes
-        the gathered one); registered once (a second registration is ignored).
-    """
-    if writer not in _CHECKPOINT_WRITERS:
-        _CHECKPOINT_WRITERS.append(writer)
+_PEFT_ATTRS = (_SAVE_ATTR, "load_adapter")  # set on a PEFT wrapper adapted inside
 
 
 class AdapterTree(nn.ModuleDict):
@@ -405,18 +391,6 @@ def _tree_insert(tree: AdapterTree, name: str, adapted: AdaptedMLP) -> None:
     node[leaf] = adapted
 
 
-def _save_pretrained(self, save_directory, *args, **kwargs):
-    """``save_pretrained`` of the model class, then the adapter checkpoint beside it."""
-    state = kwargs.get("state_dict")  # e.g. gathered from ZeRO-3 partitions by a Trainer
-    extra = {} if state is None else {"state_dict": {  # taken first: HF empties the dict
-        k: v for k, v in state.items() if k.startswith(ADAPTERS_ATTR + ".")}}
-    out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
-    if kwargs.get("is_main_process", True):
-        for writer in _CHECKPOINT_WRITERS:
-            writer(self, Path(save_directory), **extra)
-    return out
-
-
 def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     """Attach a gated SSM adapter to each target module; freeze the rest (in place).
 
@@ -499,7 +473,15 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
         bind_checkpoints(runtime, blocks))
     object.__setattr__(model, _RUNTIME_ATTR, runtime)
     if callable(getattr(type(model), _SAVE_ATTR, None)):
-        object.__setattr__(model, _SAVE_ATTR, functools.partial(_save_pretrained, model))
+        object.__setattr__(model, _SAVE_ATTR,
+                           functools.partial(save_pretrained_with_adapters, model))
+    if given is not model and type(given).__module__.startswith("peft."):
+        # a Trainer saves / resumes / loads the best PeftModel through these two, not the model's
+        for attr, func in zip(_PEFT_ATTRS, (save_pretrained_with_adapters,
+                                            load_adapter_with_adapters), strict=True):
+            if callable(getattr(type(given), attr, None)):
+                object.__setattr__(given, attr, functools.partial(func, given))
+        runtime.wrapper = given
     return given
 
 
@@ -543,6 +525,10 @@ def remove(model: nn.Module) -> nn.Module:
     object.__delattr__(model, _RUNTIME_ATTR)
     if _SAVE_ATTR in model.__dict__:
         object.__delattr__(model, _SAVE_ATTR)
+    wrapper = getattr(runtime, "wrapper", None)
+    for attr in _PEFT_ATTRS if wrapper is not None else ():
+        if attr in wrapper.__dict__:
+            object.__delattr__(wrapper, attr)
     return model
 
 

@@ -57,6 +57,7 @@ import torch
 from torch import nn
 
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
+from adapters._hooks import register_checkpoint_reader
 from adapters._optional import require
 from adapters._wrappers import unwrap_model
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
@@ -635,5 +636,14 @@ class AdapterTrainerMixin:
             load_adapter(self._adapter_model(), best)
 
 
-# an adapted model's save_pretrained (and so a plain Trainer) writes this checkpoint too
+def _load_beside(model: nn.Module, directory: Any) -> None:
+    """After a PEFT wrapper's ``load_adapter(d, ...)``: the HRM adapters saved in ``d``, if any
+    (a Trainer resuming or loading the best checkpoint of a PeftModel adapted inside)."""
+    if isinstance(directory, (str, os.PathLike)) and (Path(directory) / WEIGHTS_NAME).is_file():
+        load_adapter(model, directory)
+
+
+# an adapted model's save_pretrained (and so a plain Trainer) writes this checkpoint too, and a
+# PEFT wrapper's load_adapter reads it back
 register_checkpoint_writer(save_adapter)
+register_checkpoint_reader(_load_beside)

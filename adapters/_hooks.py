@@ -1,0 +1,88 @@
+"""What an adapted model's ``save_pretrained`` (and a PEFT wrapper's ``load_adapter``) add.
+
+:func:`adapters.inject` sets ``save_pretrained`` on the adapted model — and, when it adapts the
+model inside a PEFT ``PeftModel``, ``save_pretrained`` and ``load_adapter`` on that wrapper — as
+instance attributes that call the class's method and then the registered writers (readers).
+:mod:`adapters.io` registers :func:`adapters.save_adapter` as a writer and a reader of the
+folder it writes, so a plain ``transformers.Trainer`` — whose checkpoints, resume and
+``load_best_model_at_end`` of a PeftModel go through PEFT's ``save_pretrained`` /
+``load_adapter`` — keeps the HRM adapters beside LoRA's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from adapters.targets import ADAPTERS_ATTR
+
+__all__ = [
+    "register_checkpoint_writer",
+    "register_checkpoint_reader",
+    "save_pretrained_with_adapters",
+    "load_adapter_with_adapters",
+]
+
+_CHECKPOINT_WRITERS: list[Callable[..., object]] = []
+_CHECKPOINT_READERS: list[Callable[..., object]] = []
+
+
+def register_checkpoint_writer(writer: Callable[..., object]) -> None:
+    """Have an adapted model's ``save_pretrained(d)`` also call ``writer(model, d)``.
+
+    :mod:`adapters.io` registers :func:`adapters.save_adapter` when it is imported (it is by
+    ``import adapters``), so that every ``save_pretrained`` folder — a plain
+    ``transformers.Trainer``'s checkpoints included — holds an adapter checkpoint.
+
+    Parameters
+    ----------
+    writer : callable
+        ``writer(model, directory)``, or ``writer(model, directory, state_dict=sd)`` when
+        ``save_pretrained`` was given a ``state_dict`` (a Trainer under DeepSpeed ZeRO-3 passes
+        the gathered one); registered once (a second registration is ignored).
+    """
+    if writer not in _CHECKPOINT_WRITERS:
+        _CHECKPOINT_WRITERS.append(writer)
+
+
+def register_checkpoint_reader(reader: Callable[..., object]) -> None:
+    """Have a PEFT wrapper's ``load_adapter(d, ...)`` also call ``reader(model, d)``.
+
+    Parameters
+    ----------
+    reader : callable
+        ``reader(model, directory)``; registered once.
+    """
+    if reader not in _CHECKPOINT_READERS:
+        _CHECKPOINT_READERS.append(reader)
+
+
+def _adapter_keys(state: dict) -> dict:
+    """The adapters' entries of a state dict, named from ``hrm_adapters.`` on (a wrapper's
+    state dict prefixes them, e.g. ``base_model.model.hrm_adapters...``)."""
+    marker = ADAPTERS_ATTR + "."
+    out = {}
+    for k, v in state.items():
+        at = 0 if k.startswith(marker) else k.find("." + marker) + 1
+        if at or k.startswith(marker):
+            out[k[at:]] = v
+    return out
+
+
+def save_pretrained_with_adapters(self, save_directory, *args, **kwargs):
+    """``save_pretrained`` of the model's (or wrapper's) class, then the adapter checkpoint."""
+    state = kwargs.get("state_dict")  # e.g. gathered from ZeRO-3 partitions by a Trainer
+    extra = {} if state is None else {"state_dict": _adapter_keys(state)}  # (HF empties it)
+    out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+    if kwargs.get("is_main_process", True):
+        for writer in _CHECKPOINT_WRITERS:
+            writer(self, Path(save_directory), **extra)
+    return out
+
+
+def load_adapter_with_adapters(self, model_id, *args, **kwargs):
+    """PEFT's ``load_adapter`` (LoRA's weights), then the HRM adapters saved beside them."""
+    out = type(self).load_adapter(self, model_id, *args, **kwargs)
+    for reader in _CHECKPOINT_READERS:
+        reader(self, model_id)
+    return out
