@@ -259,7 +259,11 @@ def test_ten_million_tokens_stream_in_constant_memory():
     finally:
         tracemalloc.stop()
     assert acc.count == 10**7
-    assert sizes[1] - sizes[0] < 4096  # nothing retained per update
+    # nothing retained per update: 90 updates between the readings, so 64 kB allows < 730
+    # bytes per update (one retained 16 x 16 matrix would be 2 kB each); a few kB of numpy's
+    # small-block cache (lfilter's outputs, depending on earlier tests) are not a leak: with
+    # 4096 here the test failed in 1 of 3 multi-file runs (9728 - 2536, 12122 - 940)
+    assert sizes[1] - sizes[0] < 64 * 1024
     chunk_bytes = 8 * 200 * 500 * (2 + 4)  # inputs + states of one update
     assert peak < 4 * chunk_bytes  # bounded by the chunk, not by the 10^7 tokens
     P = acc.finalize()
