@@ -16,7 +16,9 @@ import time
 
 import numpy as np
 
+from lti._validation import check_int
 from lti.balanced import balanced_truncation, hankel_singular_values
+from lti.exceptions import InvalidArgumentError
 from lti.norms import hinf_norm
 from lti.system import DiscreteLTI, discretize_zoh
 
@@ -29,7 +31,7 @@ def heat_equation(n: int = 150, *, dt: float = 1e-3, diffusivity: float = 1.0) -
     Parameters
     ----------
     n : int, optional
-        Number of interior grid nodes (states), >= 2.
+        Number of interior grid nodes (states), >= 1.
     dt : float, optional
         Sampling time.
     diffusivity : float, optional
@@ -39,6 +41,11 @@ def heat_equation(n: int = 150, *, dt: float = 1e-3, diffusivity: float = 1.0) -
     -------
     DiscreteLTI
         n states, 1 input (heater at x = 0.2), 2 outputs (temperatures at 0.5 and 0.8).
+
+    Raises
+    ------
+    InvalidArgumentError
+        `n` not an integer >= 1, `diffusivity` not positive and finite, or a bad `dt`.
 
     Notes
     -----
@@ -54,6 +61,12 @@ def heat_equation(n: int = 150, *, dt: float = 1e-3, diffusivity: float = 1.0) -
     >>> (G.n, G.m, G.p), bool(0.98 < G.spectral_radius() < 1.0)
     ((40, 1, 2), True)
     """
+    n = check_int("n", n, minimum=1)
+    if isinstance(diffusivity, bool) or not (isinstance(diffusivity, (int, float, np.number))
+                                             and np.isfinite(diffusivity) and diffusivity > 0):
+        raise InvalidArgumentError(
+            f"`diffusivity` must be positive and finite; got {diffusivity!r}"
+        )
     h = 1.0 / (n + 1)
     x = h * np.arange(1, n + 1)
     Ac = (diffusivity / h**2) * (
@@ -104,6 +117,12 @@ def main(argv=None) -> int:
     parser.add_argument("--match-dc", action="store_true",
                         help="singular perturbation approximation (keeps G(1))")
     args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error(f"--n must be >= 1; got {args.n}")
+    if not (np.isfinite(args.tol) and args.tol > 0):
+        parser.error(f"--tol must be positive and finite; got {args.tol}")
+    if args.order is not None and not 0 <= args.order <= args.n:
+        parser.error(f"--order must be in [0, n = {args.n}]; got {args.order}")
 
     t0 = time.perf_counter()
     G = heat_equation(args.n)
