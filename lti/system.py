@@ -21,13 +21,13 @@ from lti._validation import (
     as_float_matrix,
     as_float_vector,
     as_real_array,
-    check_not_masked,
     check_square,
     first_nonfinite,
     spectral_radius,
     stability_margin,
 )
-from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError, SolverError
+from lti._zoh import zoh
+from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError
 from lti.lowrank import as_sparse_state_matrix, dense_only, is_sparse
 
 __all__ = ["DiscreteLTI", "as_discrete_system", "discretize_zoh", "is_control_system"]
@@ -655,14 +655,6 @@ def _import_control():
     return control
 
 
-def _check_representable(*arrays) -> None:
-    if not all(np.isfinite(X).all() for X in arrays):
-        raise SolverError(
-            "exp(dt A) overflows float64: `A` has modes that grow beyond 1e308 within one "
-            "sampling period (max Re(dt lambda) > ~709); use a smaller `dt`"
-        )
-
-
 def discretize_zoh(A, B, dt: float):
     """Zero-order-hold discretisation of continuous-time ``dx/dt = A x + B u``.
 
@@ -704,44 +696,4 @@ def discretize_zoh(A, B, dt: float):
     >>> bool(np.allclose(Ad, np.diag(ad[:2])) and np.allclose(Bd, bd[:2]) and bd[1, 0] == 0.1)
     True
     """
-    dt = _check_dt(dt, allow_true=False)
-    check_not_masked("A", A)  # (np.asarray below would read the values under a mask)
-    check_not_masked("B", B)
-    A_arr = A if is_sparse(A) else np.asarray(A)  # sparse: the typed error below
-    if A_arr.ndim == 1:
-        a = as_float_vector("A", A_arr, allow_complex=True)
-        diag_input = True
-    else:
-        A_m = as_float_matrix("A", A_arr, allow_complex=True)
-        check_square("A", A_m)
-        diag_input = not np.any(A_m - np.diag(np.diag(A_m)))
-        a = np.diag(A_m).copy()
-    n = a.size
-    B_arr = np.asarray(B)
-    vec_b = B_arr.ndim == 1
-    Bm = (
-        as_float_vector("B", B_arr, allow_complex=True)[:, None]
-        if vec_b
-        else as_float_matrix("B", B_arr, allow_complex=True)
-    )
-    if Bm.shape[0] != n:
-        raise ShapeError(f"`B` must have n = {n} rows; got shape {B_arr.shape}")
-    if diag_input:
-        with np.errstate(over="ignore"):
-            ad = np.exp(dt * a)
-            safe = np.where(a == 0, 1.0, a)
-            g = np.where(a == 0, dt, np.expm1(dt * a) / safe)  # (n,)
-        _check_representable(ad, g)
-        Bd = g[:, None] * Bm
-        Bd = Bd[:, 0] if vec_b else Bd
-        Ad = ad if A_arr.ndim == 1 else np.diag(ad)
-        return Ad, Bd
-    m = Bm.shape[1]
-    M = np.zeros((n + m, n + m), dtype=np.result_type(A_m, Bm))
-    M[:n, :n] = A_m * dt
-    M[:n, n:] = Bm * dt
-    with np.errstate(over="ignore", invalid="ignore"):
-        E = sla.expm(M)
-    _check_representable(E)
-    Ad, Bd = E[:n, :n], E[:n, n:]
-    return Ad, (Bd[:, 0] if vec_b else Bd)
+    return zoh(A, B, _check_dt(dt, allow_true=False))
