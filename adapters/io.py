@@ -515,7 +515,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
     injected_here = False
     if not find_adapters(model):
         try:
-            inject(model, config)
+            inject(wrapped, config)  # (a PEFT wrapper gets its save_pretrained / load_adapter)
         except AdapterError as exc:
             raise CheckpointError(
                 f"the checkpoint's adapters do not fit this model: {exc}"

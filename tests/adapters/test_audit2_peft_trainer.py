@@ -73,3 +73,16 @@ def test_load_best_model_at_end_of_a_peft_model_restores_the_hrm_adapters(tmp_pa
     assert not torch.equal(_adapters(model), _adapters(last))
     remove(model)  # PEFT's own methods again
     assert "save_pretrained" not in vars(model) and "load_adapter" not in vars(model)
+
+
+def test_a_peft_model_given_hrm_adapters_by_load_adapter_saves_them_too(tmp_path):
+    source = _model()
+    with torch.no_grad():
+        for a in find_adapters(source).values():
+            a.adapter.ssm.B.add_(0.3)
+    source.save_pretrained(tmp_path / "a")  # LoRA's files and the HRM checkpoint
+    lora = peft.PeftModel.from_pretrained(tiny_causal_lm("llama"), tmp_path / "a")
+    assert load_adapter(lora, tmp_path / "a") is lora
+    lora.save_pretrained(tmp_path / "b")
+    again = load_adapter(tiny_causal_lm("llama"), tmp_path / "b")
+    assert torch.equal(_adapters(again), _adapters(source))
