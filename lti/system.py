@@ -74,7 +74,8 @@ class DiscreteLTI:
     C : array_like, shape (p, n)
         Output matrix.
     D : array_like, shape (p, m), optional
-        Feedthrough; ``None`` means zeros.
+        Feedthrough; ``None`` or the scalar 0 means zeros, a scalar is ``[[D]]`` when
+        p = m = 1 (python-control's conventions).
     dt : True or float, optional
         Sampling time, python-control convention: ``True`` means "discrete, unspecified".
 
@@ -140,6 +141,13 @@ class DiscreteLTI:
         m, p = B.shape[1], C.shape[0]
         if self.D is None:
             D = np.zeros((p, m))
+        elif np.ndim(self.D) == 0 and not is_sparse(self.D):  # python-control's scalar D
+            D = as_float_matrix("D", [[self.D]])
+            if (p, m) != (1, 1):
+                if D[0, 0] != 0.0:
+                    raise ShapeError(f"`D` must have shape (p, m) = {(p, m)}; got the scalar "
+                                     f"{self.D!r} (only 0 stands for zeros of any shape)")
+                D = np.zeros((p, m))
         else:
             D = as_float_matrix("D", self.D)
             if D.shape != (p, m):
@@ -603,11 +611,13 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
 
     Parameters
     ----------
-    sys : DiscreteLTI, control.StateSpace, control.TransferFunction or tuple
+    sys : DiscreteLTI, control.StateSpace, control.TransferFunction, scipy.signal.dlti or tuple
         A :class:`DiscreteLTI` is returned as it is; a discrete-time python-control system
         (state space or transfer function, ``dt`` True, None or > 0) goes through
-        :meth:`DiscreteLTI.from_control`; a tuple ``(A, B, C)`` or ``(A, B, C, D)`` is
-        read as ``DiscreteLTI(A, B, C, D)`` with ``dt=True``.
+        :meth:`DiscreteLTI.from_control`; a discrete-time ``scipy.signal`` system (state
+        space, transfer function, zeros/poles/gain; same ``dt``) through its ``to_ss()``;
+        a tuple ``(A, B, C)`` or ``(A, B, C, D)`` is read as ``DiscreteLTI(A, B, C, D)``
+        with ``dt=True``.
     name : str, optional
         Argument name for error messages.
 
@@ -618,8 +628,8 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
     Raises
     ------
     InvalidArgumentError
-        Anything else, including a continuous-time python-control system (``dt == 0``)
-        and a tuple of the wrong length.
+        Anything else, including a continuous-time python-control or scipy.signal system
+        (``dt == 0`` / ``dt is None``) and a tuple of the wrong length.
     ShapeError, NonFiniteError
         A tuple whose matrices do not conform or are not finite.
     """
@@ -633,10 +643,29 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
         return DiscreteLTI(*sys)
     if is_control_system(sys):
         return DiscreteLTI.from_control(sys)
+    if type(sys).__module__.startswith("scipy.signal") and hasattr(sys, "to_ss"):
+        return _from_scipy(sys, name)
     raise InvalidArgumentError(
         f"`{name}` must be a DiscreteLTI, a discrete-time python-control StateSpace or "
-        f"TransferFunction, or a tuple (A, B, C[, D]); got {type(sys).__name__}"
+        f"TransferFunction, a scipy.signal dlti, or a tuple (A, B, C[, D]); got "
+        f"{type(sys).__name__}"
     )
+
+
+def _from_scipy(sys, name: str) -> DiscreteLTI:
+    """A ``scipy.signal.dlti`` (state space, transfer function or zeros/poles/gain)."""
+    if getattr(sys, "dt", None) is None:
+        raise InvalidArgumentError(
+            f"`{name}` must be discrete-time; got a continuous-time scipy.signal "
+            f"{type(sys).__name__} (discretise it with its to_discrete(dt) first)"
+        )
+    try:
+        ss = sys.to_ss()
+    except (TypeError, ValueError) as exc:  # an improper transfer function
+        raise InvalidArgumentError(
+            f"`{name}` ({type(sys).__name__}) has no state-space realisation: {exc}"
+        ) from exc
+    return DiscreteLTI(ss.A, ss.B, ss.C, ss.D, _check_dt(ss.dt, f"{name}.dt"))
 
 
 def _check_count(name: str, k) -> int:

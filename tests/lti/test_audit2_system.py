@@ -193,3 +193,40 @@ def test_discretize_zoh_matches_scipy():
     ref = signal.cont2discrete((Ac, Bc, np.eye(4), np.zeros((4, 2))), 0.1, "zoh")
     np.testing.assert_allclose(Ad, ref[0], rtol=1e-14, atol=1e-15)
     np.testing.assert_allclose(Bd, ref[1], rtol=1e-14, atol=1e-15)
+
+
+def test_scalar_feedthrough_as_in_python_control():
+    """D=0 for a MIMO system and a scalar D for SISO were ShapeErrors; control.ss takes both."""
+    G = DiscreteLTI(np.diag([0.5, 0.2]), np.ones((2, 2)), np.ones((3, 2)), 0)
+    np.testing.assert_array_equal(G.D, np.zeros((3, 2)))
+    assert DiscreteLTI([[0.5]], [[1.0]], [[1.0]], 0.3).D.tolist() == [[0.3]]
+    with pytest.raises(ShapeError, match="only 0"):
+        DiscreteLTI(np.diag([0.5, 0.2]), np.ones((2, 2)), np.ones((3, 2)), 0.5)
+    from lti import NonFiniteError
+
+    with pytest.raises(NonFiniteError):
+        DiscreteLTI([[0.5]], [[1.0]], [[1.0]], np.nan)
+
+
+def test_scipy_signal_discrete_systems_are_accepted():
+    """scipy.signal.dlti (ss, tf, zpk) raised InvalidArgumentError ('got StateSpaceDiscrete')."""
+    signal = pytest.importorskip("scipy.signal")
+    from lti import as_discrete_system, h2_norm
+
+    ref = DiscreteLTI(A, B, C, [[0.3]], dt=0.5)
+    ss = signal.dlti(A, B, C, [[0.3]], dt=0.5)
+    G = as_discrete_system(ss)
+    assert G.dt == 0.5
+    np.testing.assert_array_equal(G.A, A)
+    assert h2_norm(ss) == pytest.approx(h2_norm(ref), rel=1e-14)
+    w = np.array([0.3, 1.1])
+    for sys in (ss.to_tf(), ss.to_zpk()):
+        Gs = as_discrete_system(sys)
+        np.testing.assert_allclose(Gs.frequency_response(w), ref.frequency_response(w),
+                                   rtol=1e-12)
+    _, H = signal.dfreqresp(ss, w=w)
+    np.testing.assert_allclose(G.frequency_response(w)[:, 0, 0], H, rtol=1e-12)
+    with pytest.raises(InvalidArgumentError, match="continuous-time scipy.signal"):
+        as_discrete_system(signal.lti(-np.eye(2), B, C, [[0.0]]))
+    with pytest.raises(InvalidArgumentError, match="no state-space realisation"):
+        as_discrete_system(signal.dlti([1.0, 2.0, 1.0], [1.0, 0.5], dt=True))
