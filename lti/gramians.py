@@ -19,7 +19,13 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._hammarling import schur_form_factor
-from lti._smith import SMITH_AUTO_ITER, SMITH_MAX_GROWTH, smith_factors, try_smith
+from lti._smith import (
+    SMITH_AUTO_ITER,
+    SMITH_MAX_GROWTH,
+    smith_factors,
+    stops_at_early_step,
+    try_smith,
+)
 from lti._validation import stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
@@ -107,11 +113,13 @@ def stable_gramian_factors(
     sharing the powers of ``A`` between both factors, accepted only when it converges within
     ``SMITH_AUTO_ITER`` squarings with ``||A^(2^k)||_F <= SMITH_MAX_GROWTH * sqrt(n)`` (its
     convergence certifies stability); it gives up at squaring 4, 5 or 6 when its own sums of
-    ``||A^j B||^2`` show the same slow decay (at any n; ``lti._smith.SMITH_EARLY_STEP``).
-    Otherwise ONE real Schur decomposition of ``A`` serves the stability test and both
-    Hammarling solves. ``B`` and ``C`` are scaled to
-    unit size inside (the factors scale linearly), so tiny or huge data neither underflow nor
-    overflow in the solvers.
+    ``||A^j B||^2`` show the same slow decay (at any n; ``lti._smith.SMITH_EARLY_STEP``);
+    with the compiled kernels the stop at squaring 4 is decided before the attempt, from
+    the same sums by 31 products ``A^j B`` (:func:`lti._smith.stops_at_early_step`,
+    n <= 128: a fifth of the stopped attempt's cost). Otherwise ONE real Schur decomposition
+    of ``A`` serves the stability test and both Hammarling solves. ``B`` and ``C`` are scaled
+    to unit size inside (the factors scale linearly), so tiny or huge data neither underflow
+    nor overflow in the solvers.
     """
     n = G.n
     if n == 0:
@@ -129,7 +137,9 @@ def stable_gramian_factors(
         Lc, Lo, rho = modal_gramian_factors(G.A, G.B, G.C, modal=modal)
         return GramianFactors(Lc, Lo, rho, "modal")
     diagonal = schur is None and G.is_diagonal
-    if schur is None and not diagonal and try_smith(n, G.A, G.B):
+    # (stops_at_early_step: the attempt's own stop at squaring 4 decided before it, cheaper)
+    if (schur is None and not diagonal and try_smith(n, G.A, G.B)
+            and not stops_at_early_step(G.A, G.B)):
         out = smith_factors(G.A, [G.B, G.C.T], [False, True], max_iter=SMITH_AUTO_ITER,
                             max_growth=SMITH_MAX_GROWTH, screen=True)
         if out is not None:
