@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import lti._smith as smith
+import lti.gramians as gramians
 from lti import DiscreteLTI
 from lti.gramians import stable_gramian_factors
 
@@ -78,6 +79,10 @@ def test_slow_decay_stops_after_screen_step(monkeypatch, n):
     norms = []  # per squaring k: ||A_k||_F and ||A_k L_k||_F of both factors (2 at start)
     fro2 = smith._fro2
     monkeypatch.setattr(smith, "_fro2", lambda X: norms.append(1) or fro2(X))
+    assert stable_gramian_factors(G).path == "schur"  # (compiled kernels: no attempt at all,
+    assert len(norms) == 0 or len(norms) >= 2 * smith.SMITH_EARLY_STEP  # stops_at_early_step)
+    norms.clear()
+    monkeypatch.setattr(gramians, "stops_at_early_step", lambda A, B: False)  # the attempt
     F = stable_gramian_factors(G)
     assert F.path == "schur"
     assert 3 * smith.SMITH_EARLY_STEP <= len(norms) <= 3 * (smith.SMITH_SCREEN_STEP + 2) + 2
