@@ -126,7 +126,7 @@ def _as_range(name: str, value, lo: int) -> tuple[int, int]:
     return a, b
 
 
-#: Smallest `min_distance`: 1 - |lambda| closer than this is within the rounding margin of the
+#: Smallest ``min_distance``: ``1 - |lambda|`` closer than this is within the rounding margin of the
 #: unit circle (8 n eps ||A||_F, :func:`lti._validation.stability_margin`) after the random
 #: basis change at the sizes drawn, and the solvers refuse it (at 1e-15, 26 of 150 draws).
 MIN_DISTANCE_FLOOR = 1e-12
