@@ -22,9 +22,32 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "fsync_directory"]
+from adapters.exceptions import AdapterConfigError
+
+__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "file_path",
+           "fsync_directory"]
 
 _TMP_MARK = ".tmp-"
+
+
+def file_path(path: object, function: str) -> Path:
+    """``path`` as a Path, or ``AdapterConfigError`` naming what was passed instead of a path.
+
+    Parameters
+    ----------
+    path : object
+        What the caller was given.
+    function : str
+        The public function's name, for the message.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise AdapterConfigError(f"`{function}` takes a file path (str or os.PathLike); got "
+                                 f"{type(path).__name__} {path!r}")
+    return Path(path)
 
 
 def fsync_directory(directory: str | os.PathLike) -> None:

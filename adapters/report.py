@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters._atomic import atomic_write_text, file_path
 from adapters._optional import require
-from adapters.exceptions import AdapterError
+from adapters.exceptions import AdapterConfigError, AdapterError, CheckpointError
 from adapters.targets import block_index
 
 __all__ = ["LayerReduction", "ReductionReport"]
@@ -250,12 +251,19 @@ class ReductionReport:
         Parameters
         ----------
         path : str or os.PathLike
-            File to write (overwritten if it exists).
+            File to write (replaced atomically if it exists); missing parent folders are made.
 
         Returns
         -------
         pathlib.Path
             ``path``.
+
+        Raises
+        ------
+        AdapterConfigError
+            ``path`` is not a path.
+        CheckpointError
+            ``path`` is an existing folder.
 
         Examples
         --------
@@ -266,9 +274,12 @@ class ReductionReport:
         >>> back == report
         True
         """
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-        return path
+        path = file_path(path, "ReductionReport.to_json")
+        if path.is_dir():
+            raise CheckpointError(f"{str(path)!r} is a folder; `ReductionReport.to_json` writes a "
+                                  "file, e.g. " + repr(str(path / "report.json")))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> ReductionReport:
@@ -286,13 +297,20 @@ class ReductionReport:
         Raises
         ------
         AdapterError
-            The JSON object is not a valid report (see :meth:`from_dict`).
+            The file is not JSON, or its object is not a valid report (see :meth:`from_dict`).
+        AdapterConfigError
+            ``path`` is not a path.
         OSError
             The file cannot be read.
-        json.JSONDecodeError
-            The file is not valid JSON.
         """
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        path = file_path(path, "ReductionReport.from_json")
+        text = path.read_text()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AdapterError(f"{str(path)!r} is not a reduction report written by "
+                               f"ReductionReport.to_json (not JSON: {exc})") from exc
+        return cls.from_dict(data)
 
     # ---- figure
     def plot(self, path: str | os.PathLike | None = None, *, fig=None):
@@ -319,6 +337,8 @@ class ReductionReport:
 
         Raises
         ------
+        AdapterConfigError
+            ``path`` is not a path or ``fig`` not a Figure.
         MissingDependencyError
             matplotlib is missing (``pip install "lti-adapters[plot]"``); an ImportError.
         """
@@ -328,6 +348,10 @@ class ReductionReport:
         figure = require("matplotlib.figure", extra="plot", purpose=purpose)
         colors_mod = require("matplotlib.colors", extra="plot", purpose=purpose)
         cm = require("matplotlib.cm", extra="plot", purpose=purpose)
+        if path is not None:
+            path = file_path(path, "ReductionReport.plot")
+        if fig is not None and not isinstance(fig, figure.FigureBase):  # (a SubFigure too)
+            raise AdapterConfigError(f"`fig` must be a matplotlib Figure; got {type(fig).__name__}")
         if fig is None:
             fig = figure.Figure(figsize=(10.0, 4.2), layout="constrained")
             agg.FigureCanvasAgg(fig)
@@ -385,5 +409,6 @@ class ReductionReport:
             bar.set_ticklabels(labels)
             bar.set_label("layer", fontsize=9)
         if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(str(path), dpi=120)
         return fig

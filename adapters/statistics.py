@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from adapters._atomic import atomic_open
+from adapters._atomic import atomic_open, file_path
 from adapters.exceptions import AdapterConfigError, AdapterError, CheckpointError
 
 __all__ = ["CALIBRATION_GRAMIANS", "CalibrationStats", "LayerStats", "adapter_fingerprint"]
@@ -493,6 +493,8 @@ class CalibrationStats:
 
         Raises
         ------
+        AdapterConfigError
+            ``path`` is not a path.
         CheckpointError
             ``path`` is an existing folder.
 
@@ -511,8 +513,8 @@ class CalibrationStats:
         ...                                  stats["mlp"].state_covariance()))
         (3, True)
         """
+        path = file_path(path, "CalibrationStats.save")
         state = self.state_dict()
-        path = Path(path)
         if path.is_dir():
             raise CheckpointError(f"{str(path)!r} is a folder; `CalibrationStats.save` writes a "
                                   "file, e.g. " + repr(str(path / "stats.npz")))
@@ -537,6 +539,8 @@ class CalibrationStats:
 
         Raises
         ------
+        AdapterConfigError
+            ``path`` is not a path.
         CheckpointError
             The file is truncated or not a ``.npz`` written by :meth:`save`.
         AdapterError
@@ -544,7 +548,7 @@ class CalibrationStats:
         OSError
             The file cannot be read.
         """
-        path = Path(path)
+        path = file_path(path, "CalibrationStats.load")
         try:
             with np.load(path, allow_pickle=False) as data:
                 meta = json.loads(data["__meta__"].tobytes().decode())
