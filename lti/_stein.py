@@ -324,6 +324,11 @@ def solve_schur(
             dX = _single_correction(M, R, T, Z) if single else None
             if dX is None:
                 dX = congruence(Z, recursion.symmetric((0, n), to_schur(R)))
+                # a hopeless (e.g. strongly non-normal, rho ~ 1) equation: a correction that
+                # the probes show raising the residual is dropped (100 states: 4.6e+05 would
+                # have become 3.4e+08)
+                if not _probe_ratio(M, R, dX) < 1.0:
+                    return X
             X += dX  # both exactly Hermitian (congruence), so is the sum
     return X
 
@@ -412,18 +417,37 @@ def single_correction_parts(M, R, T, Z):
     Z1 = Z.astype(low)
     Rz = congruence(ct(Z1), _ldexp(R, -e).astype(low))
     dY = SteinRecursion(T.astype(low)).symmetric((0, n), Rz)
-    V = np.random.default_rng(0).standard_normal((n, _PROBES))
-    RV = R @ V
-    limit = _SINGLE_TOL * fro_norm(RV)
-    MhV = ct(M) @ V
+    probes = _Probes(M, R)
     for back_transform in ("single", "double"):
         if back_transform == "single":
             dX = _ldexp(congruence(Z1, dY).astype(R.dtype), e)
         else:
             dX = congruence(Z, _ldexp(dY.astype(R.dtype), e))
-        if fro_norm(RV + M @ (dX @ MhV) - dX @ V) <= limit:
+        if probes.ratio(dX) <= _SINGLE_TOL:
             return dX, back_transform
     return None, None
+
+
+class _Probes:
+    """``||(R + M dX M^H - dX) V||_F / ||R V||_F`` for ``_PROBES`` fixed Gaussian vectors
+    ``V`` (double precision, O(n^2) per vector): the residual left by a correction ``dX``,
+    relative to the one it corrects, estimated a posteriori (within ~30 % of the true
+    Frobenius ratio on every case measured)."""
+
+    def __init__(self, M, R):
+        self.M, n = M, M.shape[0]
+        self.V = np.random.default_rng(0).standard_normal((n, _PROBES))
+        self.RV = R @ self.V
+        self.MhV = ct(M) @ self.V
+        self.norm = fro_norm(self.RV)
+
+    def ratio(self, dX) -> float:
+        left = fro_norm(self.RV + self.M @ (dX @ self.MhV) - dX @ self.V)
+        return left / self.norm if self.norm > 0 else (0.0 if left == 0 else np.inf)
+
+
+def _probe_ratio(M, R, dX) -> float:
+    return _Probes(M, R).ratio(dX)
 
 
 def smith_solve(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndarray:

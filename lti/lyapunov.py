@@ -151,7 +151,8 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     needs a few digits) and it is kept when a check with 4 random probe vectors shows it
     removes at least 99 % of the residual: with its back-transform in single precision,
     else with the same correction back-transformed in double, else (ill-conditioned, e.g.
-    strongly non-normal ``A``) it is solved again in double.
+    strongly non-normal ``A``) it is solved again in double, and dropped should the probes
+    show it raising the residual (a hopeless equation, relative residual >> 1).
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
     (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check; the
     same residual-triggered refinement step follows (its rounding errors grow with

@@ -359,6 +359,34 @@ def test_single_precision_correction_refused_where_it_is_inaccurate(monkeypatch)
     assert seen == [] and np.array_equal(X, stein.solve_schur(A, Q, S, refine=True, factor=B))
 
 
+@pytest.mark.parametrize("rho, seed, kept", [(0.9999, 1, False), (0.95, 2, True)])
+def test_double_correction_kept_only_when_it_lowers_the_residual(rho, seed, kept):
+    # strongly non-normal A: at rho = 0.9999 the equation is hopeless (relative residual
+    # ~5e5) and the correction would raise it to ~3e8; the probes see it and the first
+    # solve is returned. At rho = 0.95 the correction helps (1e-4 -> 1e-5) and is kept
+    rng = np.random.default_rng(seed)
+    n = 100
+    Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    N = (3.0 / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
+    A = Z @ (np.diag(rng.uniform(-1, 1, n)) + N) @ Z.T
+    A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    B = rng.standard_normal((n, 2))
+    Q = B @ B.T
+    S = real_schur(A)
+    X0 = stein.solve_schur(A, Q, S, factor=B)
+    X = stein.solve_schur(A, Q, S, refine=True, factor=B)
+    r0, r1 = _residual(A, X0, Q), _residual(A, X, Q)
+    assert r0 > stein.REFINE_RTOL  # the correction was computed
+    if kept:
+        assert r1 <= 0.5 * r0
+    else:
+        assert np.array_equal(X, X0)
+        # what was dropped: the correction raises the residual
+        R = (A @ X0) @ A.T - X0 + Q
+        dX = S.Z @ stein.SteinRecursion(S.T).symmetric((0, n), S.Z.T @ R @ S.Z) @ S.Z.T
+        assert _residual(A, X0 + dX, Q) > 10 * r0
+
+
 def _random_quasi_triangular(rng, k):
     """Upper quasi-triangular, random 1x1 / 2x2 diagonal blocks (2x2 not standardised, with
     complex eigenvalues), spectral radius < 1."""
