@@ -7,12 +7,14 @@ rotation of its 2x2 blocks and the eigenvalues read off ``T``. Re-exported by
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import lapack
 
+from lti._jit import kernel
 from lti._validation import as_float_matrix, check_square
 
 __all__ = [
@@ -220,8 +222,51 @@ def _dgees(A: np.ndarray):
     return T, Z
 
 
+def _eigvals_py(d, sup, sub, ev):
+    """:func:`quasi_triangular_eigvals` of a real ``T`` as a loop: ``d``, ``sup``, ``sub``
+    its diagonal, super- and subdiagonal, ``ev`` (n, 2) the real and imaginary parts out.
+    The NumPy code's operations one by one (``(a - d)^2`` as a product, ``h + disc`` and
+    the scale ``* 1.0`` as complex operations, the complex square root of a real number
+    exact); False, with ``ev`` incomplete, when a block's ``b c`` needs the NumPy code's
+    rescaling. Compiled by :mod:`lti._jit` (n = 64: ~2 us instead of ~20-50)."""
+    n = d.shape[0]
+    for i in range(n):
+        ev[i, 0] = d[i]
+        ev[i, 1] = 0.0
+    for i in range(n - 1):
+        if sub[i] != 0.0:
+            a, b, c, dd = d[i], sup[i], sub[i], d[i + 1]
+            bc = b * c
+            t = abs(bc)
+            if t < 2.0 ** -960 or not t < 2.0 ** 960:
+                return False
+            h = 0.5 * (a + dd)
+            e = a - dd
+            x = 0.25 * (e * e) + bc
+            if x > 0.0:
+                sr, si = math.sqrt(x), 0.0
+            elif x < 0.0:
+                sr, si = 0.0, math.sqrt(-x)
+            else:
+                sr, si = x, 0.0
+            r1, i1 = h + sr, 0.0 + si  # half_tr + disc
+            r2, i2 = h - sr, 0.0 - si
+            ev[i, 0], ev[i, 1] = r1 * 1.0 - i1 * 0.0, r1 * 0.0 + i1 * 1.0  # (...) * sc
+            ev[i + 1, 0], ev[i + 1, 1] = r2 * 1.0 - i2 * 0.0, r2 * 0.0 + i2 * 1.0
+    return True
+
+
+_eigvals = kernel(_eigvals_py)
+
+
 def quasi_triangular_eigvals(T: np.ndarray) -> np.ndarray:
     n = T.shape[0]
+    if n >= 2 and T.dtype == np.float64:  # compiled loop (lti._jit), bit for bit the below
+        kern = _eigvals.compiled()
+        if kern is not None:
+            out = np.empty((n, 2))
+            if kern(T.diagonal(), T.diagonal(1), T.diagonal(-1), out):
+                return out.view(np.complex128).reshape(n)
     ev = np.diag(T).astype(np.complex128)
     if np.iscomplexobj(T) or n < 2:
         return ev
