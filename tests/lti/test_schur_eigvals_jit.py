@@ -10,7 +10,9 @@ import lti._jit as _jit
 import lti._schur as schur_mod
 from lti.lyapunov import real_schur
 
-needs_numba = pytest.mark.skipif(not _jit.available(), reason="numba not installed (extra 'fast')")
+needs_numba = pytest.mark.skipif(
+    not _jit.enabled(),
+    reason="compiled kernels off (numba not installed: extra 'fast'; or LTI_DISABLE_JIT=1)")
 
 
 def _cases():

@@ -14,7 +14,9 @@ from lti import DiscreteLTI
 from lti.gramians import stable_gramian_factors
 
 KW = dict(max_iter=smith.SMITH_AUTO_ITER, max_growth=smith.SMITH_MAX_GROWTH, screen=True)
-needs_numba = pytest.mark.skipif(not _jit.available(), reason="numba not installed (extra 'fast')")
+needs_numba = pytest.mark.skipif(
+    not _jit.enabled(),
+    reason="compiled kernels off (numba not installed: extra 'fast'; or LTI_DISABLE_JIT=1)")
 
 
 def _dense(n, rho, seed, m=2):  # bench_balanced's family
