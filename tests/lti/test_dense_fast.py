@@ -289,6 +289,12 @@ def test_psd_low_rank_factor():
     Q[0, 0] -= 1.0  # indefinite: the pivoted Cholesky stops, the check turns it down
     assert _psd_low_rank(Q, 8) is None
     assert _psd_low_rank(np.zeros((4, 4)), 8) is None
+    # the check reads every block of rows: a mismatch only in the last row of n = 600
+    W = rng.standard_normal((600, 3))
+    Q = W @ W.T
+    assert _psd_low_rank(Q, 8).shape == (600, 3)
+    Q[-1, -1] -= 1e-6 * np.abs(Q).max()  # below the pivot tolerance's reach, not the check's
+    assert _psd_low_rank(Q, 8) is None
 
 
 @pytest.mark.parametrize("rho", [1.01, 1.0 - 1e-15])
