@@ -43,6 +43,8 @@ class DecodeWeights:
         self.poles_r, self.poles_c = poles_r, poles_c
         first = next(t for g in self.groups for pair in g if pair is not None for t in pair)
         self.dtype, self.device = first.dtype, first.device
+        # read once: `device.type` makes a new string per call (~20 us per token in place)
+        self.device_type, self.is_cpu = self.device.type, first.is_cpu
         self._batches: dict[int, tuple] = {}
 
     @classmethod

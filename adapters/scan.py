@@ -196,7 +196,7 @@ def run_core(u, a, s0, core, check=True):
     scan = _ParallelScan.apply if torch.is_grad_enabled() and (
         u.requires_grad or a.requires_grad or (s0 is not None and s0.requires_grad)
     ) else _no_grad_scan
-    if autocast_on(u.device.type):
+    if _autocast_for(u):
         with torch.autocast(device_type=u.device.type, enabled=False):
             s = scan(*args)  # (B, L, N)
     else:  # entering the context costs more than a short scan
@@ -205,13 +205,33 @@ def run_core(u, a, s0, core, check=True):
     return s, s[:, -1]
 
 
+_ANY_AUTOCAST = getattr(torch._C, "_is_any_autocast_enabled", None)
+
+
 def autocast_on(device_type):
+    """Whether autocast is on for ``device_type`` (a device type name, e.g. ``"cpu"``).
+
+    Torch's flag for any device is read first (a call without an argument to parse); the
+    per-device check runs only when some autocast is on, and alone while compiling.
+    """
+    if (_ANY_AUTOCAST is not None and not torch.compiler.is_compiling()
+            and not _ANY_AUTOCAST()):
+        return False
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # torch < 2.4: no device argument
         if device_type == "cpu":
             return torch.is_autocast_cpu_enabled()
         return torch.is_autocast_enabled()
+
+
+def _autocast_for(t: torch.Tensor) -> bool:
+    """:func:`autocast_on` for ``t``'s device, not asking ``t`` for it (``t.device.type``
+    makes a device object and a string, ~20 us in place) unless some autocast is on."""
+    if (_ANY_AUTOCAST is not None and not torch.compiler.is_compiling()
+            and not _ANY_AUTOCAST()):
+        return False
+    return autocast_on(t.device.type)
 
 
 def _fast_len(n: int) -> int:
@@ -413,13 +433,17 @@ def _chunked_loop_core(u, a, s0, T, reverse=False):
     if pad:  # zeros that the scan meets last: after the end, or before the start if reverse
         u = torch.nn.functional.pad(u, (0, 0, pad, 0) if reverse else (0, 0, 0, pad))
     levels = (nc - 1).bit_length() if nc > 1 else 0  # doubling levels across chunks
+    # one chunk from the zero state (a short prompt) needs only a^1, which _powers_at gives
+    # back as `a` bit for bit except in complex128 (its polar form rounds): no powers then
+    only_a = nc == 1 and s0 is None and a.dtype != torch.complex128
     # rows: a^1 .. a^T (P[t] = a^(t+1)), then a^(T 2^k) for the doubling levels
-    P = _powers_at(a, list(range(1, T + 1)) + [T << k for k in range(levels)], u.dtype)
+    P = None if only_a else _powers_at(
+        a, list(range(1, T + 1)) + [T << k for k in range(levels)], u.dtype)
     if not pad:  # the padded copy is ours already; otherwise one contiguous copy
         u = u.clone(memory_format=torch.contiguous_format)
     s = u.view(Bsz, nc, T, N)  # (B, nc, T, N), becomes the zero-state scan
     ss = s.unbind(2)  # T views (B, nc, N)
-    a_c = P[0]
+    a_c = a if only_a else P[0]
     if reverse:
         for t in range(T - 2, -1, -1):  # zero-state scan inside every chunk at once
             ss[t].addcmul_(a_c, ss[t + 1])  # (B, nc, N)

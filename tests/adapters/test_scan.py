@@ -382,3 +382,29 @@ def test_compiling_an_adapter_warns_of_nothing_and_computes_the_same():
     assert [str(w.message) for w in caught if "lru_cache" in str(w.message)] == []
     assert torch.equal(got, want)
     assert adapter.gate.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64,
+                                   torch.complex128])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_one_chunk_from_the_zero_state_is_the_general_scan_bit_for_bit(dtype, reverse):
+    """A short prompt (one chunk, no initial state) skips the powers of ``a`` and recurs with
+    ``a`` itself, which must be what the general path's ``a^1`` is, to the bit: the same
+    scan from an all-zero initial state (which forms the powers and adds ``a^(t+1) 0``)."""
+    g = torch.Generator().manual_seed(7)
+    N = 64
+    if dtype.is_complex:
+        wide = torch.polar(torch.rand(N, generator=g, dtype=torch.float64),
+                           6 * torch.rand(N, generator=g, dtype=torch.float64))
+        u = torch.randn(2, 9, N, generator=g, dtype=torch.complex128)
+    else:
+        wide = 2 * torch.rand(N, generator=g, dtype=torch.float64) - 1
+        u = torch.randn(2, 9, N, generator=g, dtype=torch.float64)
+    a, u = wide.to(dtype), u.to(dtype)
+    a[:3] = 0
+    for T in (9, 16):  # one chunk (T >= L)
+        fast = _chunked_loop_core(u, a, None, T, reverse)
+        general = _chunked_loop_core(u, a, torch.zeros(2, N, dtype=dtype), T, reverse)
+        assert torch.equal(fast, general)
+        assert rel_err(fast, (recurrent_scan(u.flip(1), a)[0].flip(1) if reverse
+                              else recurrent_scan(u, a)[0])) <= 1e-5
