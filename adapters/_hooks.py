@@ -3,10 +3,19 @@
 :func:`adapters.inject` sets ``save_pretrained`` on the adapted model — and, when it adapts the
 model inside a PEFT ``PeftModel``, ``save_pretrained`` and ``load_adapter`` on that wrapper — as
 instance attributes that call the class's method and then the registered writers (readers).
-:mod:`adapters.io` registers :func:`adapters.save_adapter` as a writer and a reader of the
-folder it writes, so a plain ``transformers.Trainer`` — whose checkpoints, resume and
-``load_best_model_at_end`` of a PeftModel go through PEFT's ``save_pretrained`` /
-``load_adapter`` — keeps the HRM adapters beside LoRA's.
+:mod:`adapters.io` registers a writer (:func:`adapters.save_adapter`'s checkpoint, marked as
+written by ``save_pretrained``) and a reader of the folder it writes, so a plain
+``transformers.Trainer`` — whose checkpoints, resume and ``load_best_model_at_end`` of a
+PeftModel go through PEFT's ``save_pretrained`` / ``load_adapter`` — keeps the HRM adapters
+beside LoRA's.
+
+:func:`adapters.remove` sets ``save_pretrained`` (the model's, a PEFT wrapper's) to
+:func:`save_pretrained_without_adapters`: the class's method, then the registered cleaners.
+:mod:`adapters.io` registers one that deletes the adapter checkpoint an earlier
+``save_pretrained`` wrote into that folder (the folder then describes the model saved, which
+has no adapters; a later ``load_adapter`` of it must not bring the removed adapters back), as
+transformers deletes its own stale weight shards. A checkpoint written by
+:func:`adapters.save_adapter` itself is the user's and is kept, with a warning.
 """
 
 from __future__ import annotations
@@ -21,17 +30,20 @@ __all__ = [
     "register_checkpoint_reader",
     "save_pretrained_with_adapters",
     "load_adapter_with_adapters",
+    "register_checkpoint_cleaner",
+    "save_pretrained_without_adapters",
 ]
 
 _CHECKPOINT_WRITERS: list[Callable[..., object]] = []
 _CHECKPOINT_READERS: list[Callable[..., object]] = []
+_CHECKPOINT_CLEANERS: list[Callable[..., object]] = []
 
 
 def register_checkpoint_writer(writer: Callable[..., object]) -> None:
     """Have an adapted model's ``save_pretrained(d)`` also call ``writer(model, d)``.
 
-    :mod:`adapters.io` registers :func:`adapters.save_adapter` when it is imported (it is by
-    ``import adapters``), so that every ``save_pretrained`` folder — a plain
+    :mod:`adapters.io` registers :func:`adapters.save_adapter`'s writer when it is imported
+    (it is by ``import adapters``), so that every ``save_pretrained`` folder — a plain
     ``transformers.Trainer``'s checkpoints included — holds an adapter checkpoint.
 
     Parameters
@@ -57,6 +69,18 @@ def register_checkpoint_reader(reader: Callable[..., object]) -> None:
         _CHECKPOINT_READERS.append(reader)
 
 
+def register_checkpoint_cleaner(cleaner: Callable[..., object]) -> None:
+    """Have a removed model's ``save_pretrained(d)`` also call ``cleaner(d)``.
+
+    Parameters
+    ----------
+    cleaner : callable
+        ``cleaner(directory)``; registered once.
+    """
+    if cleaner not in _CHECKPOINT_CLEANERS:
+        _CHECKPOINT_CLEANERS.append(cleaner)
+
+
 def _adapter_keys(state: dict) -> dict:
     """The adapters' entries of a state dict, named from ``hrm_adapters.`` on (a wrapper's
     state dict prefixes them, e.g. ``base_model.model.hrm_adapters...``)."""
@@ -77,6 +101,16 @@ def save_pretrained_with_adapters(self, save_directory, *args, **kwargs):
     if kwargs.get("is_main_process", True):
         for writer in _CHECKPOINT_WRITERS:
             writer(self, Path(save_directory), **extra)
+    return out
+
+
+def save_pretrained_without_adapters(self, save_directory, *args, **kwargs):
+    """``save_pretrained`` of the class, then the cleaners (a model whose adapters were removed:
+    the folder must not keep an adapter checkpoint of an earlier save beside the new weights)."""
+    out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+    if kwargs.get("is_main_process", True):
+        for cleaner in _CHECKPOINT_CLEANERS:
+            cleaner(Path(save_directory))
     return out
 
 

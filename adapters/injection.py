@@ -39,6 +39,7 @@ from adapters._hooks import (
     load_adapter_with_adapters,
     register_checkpoint_writer,
     save_pretrained_with_adapters,
+    save_pretrained_without_adapters,
 )
 from adapters._wrappers import unwrap_model
 from adapters.config import HRMConfig
@@ -489,8 +490,12 @@ def remove(model: nn.Module) -> nn.Module:
     """Take the adapters out and restore the original model exactly (in place).
 
     The wrapped ``forward`` methods, the hooks and the ``hrm_adapters`` container go, the
-    ``requires_grad`` flags are those before :func:`inject`, and ``save_pretrained`` is the
-    class's again.
+    ``requires_grad`` flags are those before :func:`inject`. ``save_pretrained`` (the
+    model's, and a PEFT wrapper's) is the class's method followed by one step: it deletes from
+    the folder the adapter checkpoint an earlier ``save_pretrained`` of the adapted model wrote
+    there, so that a later :func:`adapters.load_adapter` of the folder does not bring back the
+    removed adapters (a checkpoint written by :func:`adapters.save_adapter` is kept, with a
+    ``UserWarning``).
 
     Parameters
     ----------
@@ -523,12 +528,14 @@ def remove(model: nn.Module) -> nn.Module:
         runtime.checkpoint_handle.remove()
     unbind_checkpoints(model)
     object.__delattr__(model, _RUNTIME_ATTR)
-    if _SAVE_ATTR in model.__dict__:
-        object.__delattr__(model, _SAVE_ATTR)
     wrapper = getattr(runtime, "wrapper", None)
-    for attr in _PEFT_ATTRS if wrapper is not None else ():
-        if attr in wrapper.__dict__:
-            object.__delattr__(wrapper, attr)
+    for owner in (model,) if wrapper is None else (model, wrapper):
+        for attr in (_SAVE_ATTR,) if owner is model else _PEFT_ATTRS:  # the ones inject set
+            if attr in owner.__dict__:
+                object.__delattr__(owner, attr)
+        if callable(getattr(type(owner), _SAVE_ATTR, None)):  # drops a stale checkpoint
+            object.__setattr__(owner, _SAVE_ATTR,
+                               functools.partial(save_pretrained_without_adapters, owner))
     return model
 
 
@@ -594,7 +601,9 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
     Returns
     -------
     HRMConfig
-        The object :func:`inject` used (``HRMConfig()`` when it was given None).
+        The object :func:`inject` used (``HRMConfig()`` when it was given None), with the
+        ``dtype`` the adapters' parameters have now: after ``model.double()`` it reads
+        ``"float64"`` (what a reload needs; :func:`adapters.save_adapter` records the same).
 
     Raises
     ------
@@ -611,7 +620,12 @@ def get_adapter_config(model: nn.Module) -> HRMConfig:
     runtime = _runtime(model)
     if runtime is None:
         raise AdapterError("`model` has no HRM adapters; call `inject(model, config)` first")
-    return runtime.config
+    config = runtime.config
+    dtypes = {str(p.dtype).removeprefix("torch.") for a in find_adapters(model).values()
+              for p in a.adapter.parameters() if p.is_floating_point()}
+    if len(dtypes) == 1 and dtypes != {config.dtype} and dtypes <= {"float32", "float64"}:
+        config = config.replace(dtype=dtypes.pop())  # cast after inject (model.double())
+    return config
 
 
 def set_adapter_config(model: nn.Module, config: HRMConfig) -> None:

@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
-from adapters._hooks import register_checkpoint_reader
+from adapters._hooks import register_checkpoint_cleaner, register_checkpoint_reader
 from adapters._optional import require
 from adapters._wrappers import unwrap_model
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
@@ -283,6 +283,11 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
     new one (see the module docstring); at worst a hidden temporary file remains, removed by
     the next save.
     """
+    return _write(model, directory, state_dict, saved_by="save_adapter")
+
+
+def _write(model: nn.Module, directory: Any, state_dict: dict[str, torch.Tensor] | None,
+           saved_by: str) -> Path:
     st = _require_safetensors()
     directory = _directory(directory, "save_adapter")
     model = unwrap_model(model)
@@ -298,6 +303,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
         "tensors": {k: {"shape": list(v.shape), "dtype": _dtype_name(v.dtype)}
                     for k, v in tensors.items()},
         "tensors_sha256": _tensors_digest(tensors),
+        "saved_by": saved_by,  # "save_pretrained": the folder's base weights' companion
     }
     blob = st.save(tensors, metadata={"format": "pt", "adapter_type": ADAPTER_TYPE,
                                       "format_version": str(FORMAT_VERSION),
@@ -432,14 +438,9 @@ def _read_legacy(directory: Path) -> tuple[dict[str, Any], HRMConfig, dict[str, 
 
 
 def _live_config(model: nn.Module) -> HRMConfig:
-    """The adapters' config, with the dtype their parameters have now (``model.double()``
-    casts float32 adapters to float64 without telling the recorded config)."""
-    config = get_adapter_config(model)
-    dtypes = {_dtype_name(p.dtype) for a in find_adapters(model).values()
-              for p in a.adapter.parameters() if p.is_floating_point()}
-    if len(dtypes) == 1 and dtypes != {config.dtype}:
-        config = config.replace(dtype=dtypes.pop())
-    return config
+    """The adapters' config, with the dtype their parameters have now (see
+    :func:`adapters.get_adapter_config`)."""
+    return get_adapter_config(model)
 
 
 def _structure(adapted: nn.Module) -> tuple:
@@ -643,7 +644,42 @@ def _load_beside(model: nn.Module, directory: Any) -> None:
         load_adapter(model, directory)
 
 
+def _save_beside(model: nn.Module, directory: Any, *,
+                 state_dict: dict[str, torch.Tensor] | None = None) -> Path:
+    """An adapted model's ``save_pretrained(d)``: the checkpoint, marked as written with the
+    base weights of ``d`` (so that a later save of the model without adapters removes it)."""
+    return _write(model, directory, state_dict, saved_by="save_pretrained")
+
+
+def _drop_stale(directory: Path) -> None:
+    """After ``save_pretrained(d)`` of a model whose adapters were removed: delete the adapter
+    checkpoint an earlier ``save_pretrained`` wrote beside the base weights of ``d`` (they were
+    just replaced by a model without adapters); keep (and warn about) one written by
+    :func:`save_adapter`, or one that cannot be read."""
+    weights_path = directory / WEIGHTS_NAME
+    if not weights_path.is_file():
+        return
+    try:
+        with open(weights_path, "rb") as f:
+            head = f.read(8)
+            head += f.read(int.from_bytes(head, "little")) if len(head) == 8 else b""
+        saved_by = json.loads(_header_metadata(head)[_HEADER_KEY]).get("saved_by")
+    except (OSError, ValueError, KeyError, AttributeError):
+        saved_by = None
+    if saved_by != "save_pretrained":
+        warnings.warn(
+            f"{str(directory)!r} holds an HRM adapter checkpoint ({WEIGHTS_NAME}) that was not "
+            "written by `save_pretrained`; it was kept, although the model saved there has no "
+            "adapters: `load_adapter` of this folder restores those adapters (delete "
+            f"{WEIGHTS_NAME} and {CONFIG_NAME} if that is not meant)", UserWarning, stacklevel=3)
+        return
+    weights_path.unlink()  # the commit point: without it the folder holds no checkpoint
+    (directory / CONFIG_NAME).unlink(missing_ok=True)
+    fsync_directory(directory)
+
+
 # an adapted model's save_pretrained (and so a plain Trainer) writes this checkpoint too, and a
-# PEFT wrapper's load_adapter reads it back
-register_checkpoint_writer(save_adapter)
+# PEFT wrapper's load_adapter reads it back; a removed model's save_pretrained drops it
+register_checkpoint_writer(_save_beside)
 register_checkpoint_reader(_load_beside)
+register_checkpoint_cleaner(_drop_stale)
