@@ -143,11 +143,13 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto") -> np.ndarray:
     kernels (n >= 64) the first solve is ``X = L L^T``, ``L = Z R^T`` from Hammarling's
     factor ``R`` (as :func:`lyapunov_factor`): two n^3 products after a compiled row loop
     instead of the recursion and the back-transformation.
-    The back-transformation ``Z Y Z^T`` rounds at the level
-    ``eps ||X||``, which dominates the residual when ``X`` is large (spectral radius near
-    1); so when the relative residual exceeds ``1e-13`` one step of iterative refinement
-    (residual in the original coordinates, correction from the same Schur form) follows,
-    typically lowering it ten-fold for a third more time. For ``n >= 256`` the
+    The Schur form's own backward error (about ``eps ||A||``), times the large part of
+    ``X`` that slowly decaying modes carry, dominates the residual when the spectral radius
+    is near 1 (not the recursion or the back-transformation: both done exactly, the
+    residual stays); so when the relative residual exceeds ``1e-13`` one step of iterative
+    refinement (residual in the original coordinates, correction from the same Schur form)
+    follows,
+    typically lowering it ten-fold for a fifth more time (n = 1024). For ``n >= 256`` the
     correction's right-hand side ``Z^T R Z`` and recursion run in single precision (it
     needs a few digits) and it is kept when a check with 4 random probe vectors shows it
     removes at least 99 % of the residual: with its back-transform in single precision,
