@@ -276,6 +276,9 @@ class DiscreteLTI:
         ndarray, shape (k, p, m), complex
             ``G(e^{j omega}) = C (e^{j omega} I - A)^{-1} B + D``, frequency first; control's
             ``frequency_response(sys, w)`` is (p, m, k) in rad/s: ``moveaxis(G_w, 0, -1)``.
+            Where ``e^{j omega}`` equals an eigenvalue of ``A`` exactly (a pole on the
+            circle) every entry is ``inf + nan j``, as python-control and
+            ``scipy.signal.dfreqresp`` return there.
 
         Notes
         -----
@@ -301,11 +304,16 @@ class DiscreteLTI:
             return np.broadcast_to(self.D, (k, p, m)).astype(np.complex128)
         if self.is_diagonal:
             a = np.diag(self.A)
-            R = 1.0 / (z[:, None] - a[None, :])  # (k, n)
-            G = np.einsum("pi,ki,im->kpm", self.C, R, self.B)
-            return G + self.D[None]
+            Zd = z[:, None] - a[None, :]  # (k, n)
+            pole = Zd == 0
+            R = 1.0 / np.where(pole, 1.0, Zd)
+            G = np.einsum("pi,ki,im->kpm", self.C, R, self.B) + self.D[None]
+            return _at_poles(G, pole)
         T, _, Bt, Ct = self._complex_schur()
         d = np.diag(T)
+        pole = z[:, None] == d[None, :]  # (k, n): zI - T exactly singular
+        if pole.any():
+            d = np.where(pole, z[:, None] - 1.0, d[None, :])  # (k, n), 1 on those rows
         # back-substitution: (z_k I - T) X_k = Bt, rows n-1 ... 0, all k and m at once
         X = np.empty((n, k, m), dtype=np.complex128)
         for i in range(n - 1, -1, -1):
@@ -314,9 +322,9 @@ class DiscreteLTI:
                 # + T[i, i+1:] X[i+1:] since (zI - T) has -T off the diagonal
                 acc = T[i, i + 1 :] @ X[i + 1 :].reshape(n - i - 1, k * m)
                 rhs = rhs + acc.reshape(k, m)
-            X[i] = rhs / (z - d[i])[:, None]
+            X[i] = rhs / (z - d[..., i])[:, None]
         G = np.einsum("pi,ikm->kpm", Ct, X)
-        return G + self.D[None]
+        return _at_poles(G + self.D[None], pole)
 
     def simulate(self, u, x0=None, *, return_states: bool = False):
         """Simulate from ``x_0 = x0`` with inputs ``u_0, ..., u_{T-1}``.
@@ -593,6 +601,14 @@ class DiscreteLTI:
         """
         A, Br, Cr = real_modal_realisation(a, B, C)
         return cls(A, Br, Cr, D, dt)
+
+
+def _at_poles(G: np.ndarray, pole: np.ndarray) -> np.ndarray:
+    """``inf + nan j`` at the frequencies (rows of `pole`, (k, n)) on a pole."""
+    hit = pole.any(axis=1)
+    if hit.any():
+        G[hit] = complex(np.inf, np.nan)
+    return G
 
 
 def is_control_system(sys) -> bool:
