@@ -75,10 +75,13 @@ def projections(Lc, Lo, U, s, Vt, lo, hi, method):
         # step for the left inverse, Ti <- Ti - (Ti T - I) Ti, squares that deviation
         E, k = Ti @ T, hi - lo
         E.flat[:: k + 1] -= 1.0  # E = Ti T - I (k, k), C-contiguous
-        t2, ti2 = fro2(T), fro2(Ti)
+        with np.errstate(over="ignore", under="ignore"):  # out of range: handled below
+            t2, ti2 = fro2(T), fro2(Ti)
+        if k and not (t2 < np.inf and ti2 < np.inf and t2 * ti2 > 0.0):  # out of range:
+            t2 = ti2 = fro_product(T, Ti)  # t2 ti2 = (||T||_F ||Ti||_F)^2 from scaled copies
         if k and fro2(E) > (8.0 * k * _EPS) ** 2 * t2 * ti2:
             Ti = Ti - E @ Ti
-            ti2 = fro2(Ti)
+            return T, Ti, fro_product(T, Ti)
         return T, Ti, math.sqrt(t2) * math.sqrt(ti2)
     if hi == lo:
         return np.zeros((Lc.shape[0], 0)), np.zeros((0, Lo.shape[0])), 0.0
@@ -89,7 +92,24 @@ def projections(Lc, Lo, U, s, Vt, lo, hi, method):
         Ti = np.linalg.solve(M, W.T)
     except np.linalg.LinAlgError as exc:  # pragma: no cover - sigma_k > 0
         raise SolverError("balancing-free square root: W^T Z is singular") from exc
-    return Z, Ti, math.sqrt(fro2(Z)) * math.sqrt(fro2(Ti))
+    return Z, Ti, fro_product(Z, Ti)
+
+
+def fro_product(T: np.ndarray, Ti: np.ndarray) -> float:
+    """``||T||_F ||Ti||_F`` (the conditioning of a projection): ``sqrt(fro2(T)) *
+    sqrt(fro2(Ti))``, bit for bit, when the squares are in range, else from copies scaled by
+    powers of 2 (B ~ 1e200 with C ~ 1e-200 made T ~ 1e200 and Ti ~ 1e-200: inf * 0 = NaN in
+    every bound)."""
+    with np.errstate(over="ignore", under="ignore"):  # out of range: the scaled copies below
+        t2, ti2 = fro2(T), fro2(Ti)
+    if t2 < np.inf and ti2 < np.inf and t2 * ti2 > 0.0:
+        return math.sqrt(t2) * math.sqrt(ti2)
+    big = [float(abs(X).max(initial=0.0)) for X in (T, Ti)]
+    if min(big) == 0.0:  # a zero (or empty) projection
+        return 0.0
+    e = [math.frexp(x)[1] for x in big]
+    t, ti = (math.sqrt(fro2(np.ldexp(X, -k))) for X, k in zip((T, Ti), e, strict=True))
+    return math.ldexp(t * ti, e[0] + e[1])
 
 
 def fro2(X: np.ndarray) -> float:

@@ -288,9 +288,14 @@ def schur_rounding(T: np.ndarray, B: np.ndarray, C: np.ndarray, factor: float,
     n = T.shape[0]
     if n == 0:
         return 0.0
+    # B and C scaled by powers of 2 near their largest entries (exact: the same bits in range;
+    # the term is bilinear in (B, C)): B * 1e200 with C * 1e-200 squared to inf and 0 and gave
+    # inf * 0 = NaN, the bound of every order with it
+    eb, ec = (math.frexp(float(abs(X).max(initial=0.0)))[1] for X in (B, C))
+    B, C = np.ldexp(B, -eb), np.ldexp(C, -ec)
     s, c, b = resolvent_gains(T, B, C, triangle, eigenvalues)
     nb, nc, nt = (math.sqrt(_fro2(X)) for X in (B, C, T))  # = np.linalg.norm(X), bit for bit
-    return factor * n * _EPS * ((1.0 + nt) * s + nb * c + nc * b)
+    return math.ldexp(factor * n * _EPS * ((1.0 + nt) * s + nb * c + nc * b), eb + ec)
 
 
 def _fro2(X: np.ndarray) -> float:

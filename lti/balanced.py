@@ -14,14 +14,13 @@ and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred`
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg as sla
 
-from lti._bt_core import Realisation, StableReduction, fro2, hsv_svd, reduce_stable
+from lti._bt_core import Realisation, StableReduction, fro_product, hsv_svd, reduce_stable
 from lti._order import TIE_RTOL, check_rule  # noqa: F401 - TIE_RTOL re-exported
 from lti._rounding import ROUNDING_FACTOR, schur_rounding
 from lti._validation import as_float_matrix
@@ -218,7 +217,7 @@ def _finish(G: DiscreteLTI, red: StableReduction, reduced: DiscreteLTI, T, Ti, n
     decomposition adds, lti._rounding)."""
     # the conditioning of the projection: rounding in Ti A T, Ti B, C T is amplified by it
     kappa = red.kappa if T is red.T and Ti is red.Ti else (  # red's: from projections
-        math.sqrt(fro2(T)) * math.sqrt(fro2(Ti)) if T.size else 0.0)
+        fro_product(T, Ti) if T.size else 0.0)
     rounding = (red.rounding + red.gain_unit * kappa + extra) * cond
     error_bounds = red.bounds - red.rounding + rounding  # (n - nu + 1,): inf below nu
     if nu:

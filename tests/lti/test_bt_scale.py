@@ -65,3 +65,26 @@ def test_noise_floor_keeps_the_factor_norms_at_large_scale():
     ref = noise_floor(hsv, Lc, Lo, 0.999)
     assert ref > 8 * np.finfo(float).eps * hsv[0]  # the ||Lc|| ||Lo|| / (1 - rho^2) term wins
     assert noise_floor(hsv * s, Lc * s, Lo, 0.999) == ref * s
+
+
+@pytest.mark.parametrize("n, rho", [(1, 0.5), (12, 0.6), (12, 0.9999), (40, 0.9999)])
+def test_opposite_scales_of_b_and_c_leave_every_bound_unchanged(n, rho):
+    # B * 2^660, C * 2^-660: the same transfer function; the projections T ~ 1e200 and
+    # Ti ~ 1e-200 squared to inf and 0 (kappa = inf * 0 = NaN: every bound NaN), and the Schur
+    # rounding term's ||B|| and ||C|| likewise
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
+    G = DiscreteLTI(A, rng.standard_normal((n, 2)), rng.standard_normal((2, n)),
+                    rng.standard_normal((2, 2)))
+    Gs = DiscreteLTI(G.A, G.B * 2.0**660, G.C * 2.0**-660, G.D)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (a cap at the minimal order)
+        ref = balanced_truncation(G, order=max(n // 4, 1))
+        warnings.simplefilter("error", RuntimeWarning)
+        res = balanced_truncation(Gs, order=max(n // 4, 1))
+    assert np.isfinite(res.error_bounds).all() and np.isfinite(res.rounding_term)
+    np.testing.assert_allclose(res.error_bounds, ref.error_bounds, rtol=1e-12, atol=0)
+    assert res.rounding_term == pytest.approx(ref.rounding_term, rel=1e-12, abs=0)
+    assert res.lower_bound == pytest.approx(ref.lower_bound, rel=1e-12, abs=0)
+    np.testing.assert_allclose(res.hsv, ref.hsv, rtol=1e-12, atol=0)
