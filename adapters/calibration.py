@@ -36,7 +36,12 @@ import torch
 from torch import nn
 
 from adapters._wrappers import unwrap_model
-from adapters.exceptions import AdapterConfigError, AdapterError, AdapterShapeError
+from adapters.exceptions import (
+    AdapterConfigError,
+    AdapterError,
+    AdapterShapeError,
+    CalibrationError,
+)
 from adapters.injection import find_adapters
 from adapters.statistics import (
     CALIBRATION_GRAMIANS,
@@ -122,6 +127,13 @@ def _make_hook(probe: _Probe, current: dict):
                 x = x.masked_fill(~keep[..., None], 0.0)
             else:
                 keep = torch.ones(batch, length, dtype=torch.bool, device=x.device)
+            if not bool(torch.isfinite(x).all()):  # (padded positions are zero by now)
+                rows = sorted({int(b) for b in (~torch.isfinite(x)).any(-1).nonzero()[:, 0]})
+                raise CalibrationError(
+                    f"the stream of adapter {probe.stats.name!r} holds NaN or inf at counted "
+                    f"positions (batch {current.get('index')}, rows {rows}): the model's "
+                    "activations overflowed or the inputs are not finite; calibrate on finite "
+                    "data (or mask those positions out)")
             st = probe.stats
             if st.state is not None:
                 s = probe.ssm.lti_states(probe.ssm.trajectory(x))  # (B, L, n), as_lti() coords
@@ -185,6 +197,9 @@ def calibrate(
         ``model`` has no adapters, or no token was counted (over all ranks).
     AdapterConfigError
         Bad `gramian`, `max_batches` or batch type.
+    CalibrationError
+        A stream an adapter reads holds NaN or inf at a counted position (named with the
+        batch index and rows; before, lti's accumulator refused ``state['sum']``).
 
     Notes
     -----
@@ -257,6 +272,7 @@ def calibrate(
         total = len(batches) if max_batches is None else min(len(batches), max_batches)
     elif max_batches is not None:
         total = max_batches
+    bar = None
     try:
         from tqdm.auto import tqdm
 
@@ -270,10 +286,12 @@ def calibrate(
                     break
                 args, kwargs, mask = _prepare_call(model, base, batch, device)
                 current["mask"] = None if mask is None else mask.bool()
+                current["index"] = seen
                 model(*args, **kwargs)
                 seen += 1
-            bar.close()
     finally:
+        if bar is not None:
+            bar.close()  # also on an error: no progress bar left registered with tqdm
         for handle in handles:
             handle.remove()
         for module, flag in flags:

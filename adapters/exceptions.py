@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointError",
     "BaseModelMismatchError",
     "MissingDependencyError",
+    "CalibrationError",
 ]
 
 
@@ -53,3 +54,9 @@ class BaseModelMismatchError(CheckpointError):
 
 class MissingDependencyError(AdapterError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class CalibrationError(AdapterError, ValueError):
+    """Calibration data that cannot give the statistics asked for: a stream with NaN or inf
+    at a counted position, or statistics that never excite an adapter (a zero data-driven
+    Gramian, which no reduced order can be balanced from)."""

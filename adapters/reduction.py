@@ -41,7 +41,12 @@ import torch
 from torch import nn
 
 from adapters._wrappers import unwrap_model
-from adapters.exceptions import AdapterConfigError, AdapterError, AdapterStabilityError
+from adapters.exceptions import (
+    AdapterConfigError,
+    AdapterError,
+    AdapterStabilityError,
+    CalibrationError,
+)
 from adapters.injection import find_adapters, get_adapter_config, set_adapter_config
 from adapters.report import LayerReduction, ReductionReport
 from adapters.statistics import CalibrationStats, adapter_fingerprint
@@ -361,6 +366,12 @@ def _reduce_layer(name, adapter, *, gramian, stats, tol, order, rel_tol, method,
         Gc, Qb, Qc = _compress(*(np.asarray(X) for X in (G.A, G.B, G.C)))
         rule = _rule_for(name, Gc.n, g, tol, order, rel_tol)
         cut = _truncate(Gc, rule, gramian, stats_layer, Qb, method)
+        if cut.reduced.n == 0:  # a zero data-driven Gramian: nothing can be balanced
+            raise CalibrationError(
+                f"adapter {name!r}: the calibration statistics never excite it (its "
+                f"{'state' if gramian == 'data' else 'input'} covariance is zero: every "
+                "counted stream it read was zero), so no state can be kept by a data-driven "
+                "reduction; reduce it with gramian='exact' or calibrate on data that reach it")
         Ar, Br, Cr = (np.asarray(X) for X in (cut.reduced.A, cut.reduced.B, cut.reduced.C))
         Br = Br if Qb is None else Br @ Qb.T  # (r, H)
         Cr = Cr if Qc is None else Qc @ Cr  # (H, r)
@@ -483,6 +494,9 @@ def reduce(
         Not exactly one of `tol` / `order` / `rel_tol`; bad values; missing or stale `stats`.
     AdapterStabilityError
         A reduced system could not be installed (unstable pole).
+    CalibrationError
+        ``gramian="data"`` / ``"input"`` with statistics that never excite an adapter (its
+        covariance is zero; before, an ``AdapterShapeError`` about installing N = 0 modes).
 
     Notes
     -----
