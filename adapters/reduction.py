@@ -603,7 +603,11 @@ def reduce(
                 rel_tol=rel_tol, method=method, measure=measure, cond_max=cond_max,
             )
         for w in caught:  # re-issued at the caller, naming the layer
-            warnings.warn(f"adapter {name!r}: {w.message}", w.category, stacklevel=2)
+            message = f"adapter {name!r}: {w.message}"
+            if tol is not None and "tol =" in message:  # lti's tol is reduce's over |gate|
+                message += (f" [lti was given `tol` = {tol:g} / |gate| {abs(info.gate):.3g}: "
+                            "its tol and bounds are those of the ungated SSM]")
+            warnings.warn(message, w.category, stacklevel=2)
         built[name] = new
         infos.append(info)
         numerics.seconds += spent.seconds

@@ -62,3 +62,11 @@ def test_statistics_that_never_excite_an_adapter_are_refused_by_reduce(gramian, 
     assert find_adapters(model)["model.layers.0.mlp"].adapter.ssm.order == 4  # unchanged
     report = reduce(model, order=2)  # the exact Gramians still reduce it
     assert all(x.order_after == 2 for x in report.layers)
+
+
+def test_a_tol_warning_names_the_tol_the_user_passed_and_the_gate():
+    # lti warns with the tol it was given (reduce's tol / |gate|): 1e-12 / 0.3 read
+    # "tol = 3.33e-12", a value the caller never passed
+    model = _adapted("llama")
+    with pytest.warns(UserWarning, match=r"tol = 3\.33e-12.*`tol` = 1e-12 / \|gate\| 0\.3"):
+        reduce(model, tol=1e-12)
