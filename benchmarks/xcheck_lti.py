@@ -195,6 +195,13 @@ def fam_jordan(rng, n):
     return DiscreteLTI(A, *_bcd(rng, n))
 
 
+def fam_jordan_strong(rng, n):
+    rho = rng.choice([0.5, 0.9])
+    c = rng.choice([2.0, 3.0])
+    A = rho * (np.eye(n) + c * np.eye(n, k=1))
+    return DiscreteLTI(A, *_bcd(rng, n))
+
+
 def fam_diagonal(rng, n):
     a = rng.uniform(-0.98, 0.98, n)
     return DiscreteLTI(np.diag(a), *_bcd(rng, n, d=True))
@@ -258,6 +265,7 @@ FAMILIES = {
     "dense rho=0.999": (fam_dense(0.999), (4, 12)),
     "dense rho=0.9999": (fam_dense(0.9999), (4, 12)),
     "Jordan-like rho(I+c shift)": (fam_jordan, (3, 10)),
+    "Jordan-like, strong (c = 2, 3)": (fam_jordan_strong, (3, 8)),
     "diagonal, D != 0": (fam_diagonal, (3, 12)),
     "complex-pair modal": (fam_complex_modal, (4, 12)),
     "FIR / shift (nilpotent)": (fam_fir, (2, 10)),
