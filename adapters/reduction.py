@@ -241,12 +241,21 @@ def _stats_for(stats, name, adapter, gramian):
         layer = stats[name]
     except (KeyError, TypeError) as exc:
         raise AdapterConfigError(f"`stats` has no statistics for adapter {name!r}") from exc
-    if layer.fingerprint != adapter_fingerprint(adapter):
+    if layer.fingerprint != adapter_fingerprint(adapter) and not any(
+            layer.fingerprint == adapter_fingerprint(adapter, d)
+            for d in (torch.float32, torch.float64) if _exact_in(adapter, d)):
         raise AdapterConfigError(
             f"the adapter {name!r} changed since calibration (its parameters differ from "
             "those the statistics were collected with); run adapters.calibrate again"
         )
     return layer
+
+
+def _exact_in(adapter, dtype) -> bool:
+    """Whether every floating-point SSM tensor of `adapter` is exactly representable in
+    `dtype` (a cast after calibration, e.g. ``model.double()``, keeps the same system)."""
+    return all(torch.equal(t.to(dtype).to(t.dtype), t)
+               for t in adapter.ssm.state_dict().values() if t.is_floating_point())
 
 
 # --------------------------------------------------------------------------- one layer

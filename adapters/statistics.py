@@ -34,7 +34,7 @@ CALIBRATION_GRAMIANS = ("data", "input", "both")
 _FORMAT = "hrm-calibration"
 _FORMAT_VERSION = 1
 
-def adapter_fingerprint(adapter: nn.Module) -> str:
+def adapter_fingerprint(adapter: nn.Module, dtype: torch.dtype | None = None) -> str:
     """SHA-256 of an adapter's SSM tensors and structure.
 
     Calibration statistics describe the states of one particular system; :func:`adapters.reduce`
@@ -45,6 +45,10 @@ def adapter_fingerprint(adapter: nn.Module) -> str:
     ----------
     adapter : HRMAdapter
         The adapter (its ``ssm`` is hashed; the gate is not part of the states).
+    dtype : torch.dtype, optional
+        Hash the floating-point tensors cast to this dtype (the fingerprint the adapter had
+        in that dtype, when the cast is exact: a model cast by ``model.double()`` after
+        calibration describes the same system).
 
     Returns
     -------
@@ -56,6 +60,8 @@ def adapter_fingerprint(adapter: nn.Module) -> str:
     h.update(f"{ssm.d_model}/{ssm.n_real}/{ssm.n_complex}".encode())
     for key, value in sorted(ssm.state_dict().items()):
         t = value.detach().to("cpu").contiguous()
+        if dtype is not None and t.is_floating_point():
+            t = t.to(dtype)
         h.update(f"{key}:{t.dtype}:{tuple(t.shape)}".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()

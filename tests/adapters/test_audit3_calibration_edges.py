@@ -11,13 +11,14 @@ reduced system cannot be installed: need N >= 1 modes ... got N = 0``. Both are 
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
 import torch
 
 from adapters import HRMConfig, calibrate, find_adapters, inject, reduce
-from adapters.exceptions import CalibrationError
+from adapters.exceptions import AdapterConfigError, CalibrationError
 from tests.adapters._tiny import tiny_causal_lm
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
@@ -70,3 +71,18 @@ def test_a_tol_warning_names_the_tol_the_user_passed_and_the_gate():
     model = _adapted("llama")
     with pytest.warns(UserWarning, match=r"tol = 3\.33e-12.*`tol` = 1e-12 / \|gate\| 0\.3"):
         reduce(model, tol=1e-12)
+
+
+def test_statistics_still_fit_after_a_lossless_cast_and_not_after_a_change():
+    # before: calibrate, then model.double() (same values), then reduce(gramian="data") ->
+    # "the adapter ... changed since calibration"
+    model = _adapted("llama")
+    stats = calibrate(model, [{"inputs_embeds": _embeds()}], progress=False)
+    want = reduce(copy.deepcopy(model), gramian="data", stats=stats, order=2)
+    model.double()
+    got = reduce(copy.deepcopy(model), gramian="data", stats=stats, order=2)
+    assert [x.hsv for x in got.layers] == [x.hsv for x in want.layers]
+    with torch.no_grad():
+        find_adapters(model)["model.layers.0.mlp"].adapter.ssm.B.add_(1e-12)  # not float32
+    with pytest.raises(AdapterConfigError, match="changed since calibration"):
+        reduce(model, gramian="data", stats=stats, order=2)
