@@ -246,6 +246,21 @@ def fam_tied(rng, n):
     return DiscreteLTI(Q @ A @ Q.T, Q @ B, C @ Q.T)
 
 
+def fam_tied_union(rng, n):
+    """Two copies with their own input and output: the HSVs are the union of s_i and
+    (1 + delta) s_i (near-tied pairs, minimal)."""
+    h = max(n // 2, 1)
+    M = rng.standard_normal((h, h))
+    A1 = 0.8 * M / np.max(np.abs(np.linalg.eigvals(M)))
+    B1, C1, _ = _bcd(rng, h, 1, 1)
+    delta = rng.choice([1e-9, 1e-7, 1e-5])
+    A = sla.block_diag(A1, A1)
+    B = sla.block_diag(B1, B1)
+    C = sla.block_diag(C1, (1 + delta) * C1)
+    Q = _orth(rng, 2 * h)
+    return DiscreteLTI(Q @ A @ Q.T, Q @ B, C @ Q.T)
+
+
 def fam_mimo(rng, n):
     M = rng.standard_normal((n, n))
     A = 0.9 * M / np.max(np.abs(np.linalg.eigvals(M)))
@@ -270,7 +285,8 @@ FAMILIES = {
     "complex-pair modal": (fam_complex_modal, (4, 12)),
     "FIR / shift (nilpotent)": (fam_fir, (2, 10)),
     "clustered eigenvalues": (fam_clustered, (4, 12)),
-    "near-tied HSVs": (fam_tied, (4, 12)),
+    "nearly non-minimal (G1 + (1 + delta) G1)": (fam_tied, (4, 12)),
+    "near-tied HSVs (G1 (+) (1 + delta) G1)": (fam_tied_union, (4, 12)),
     "MIMO m != p, D != 0": (fam_mimo, (3, 10)),
     "SISO, D != 0": (fam_siso_d, (3, 10)),
     "edge n = 1, 2, 3": (fam_dense(0.9), (1, 3)),
