@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-matplotlib = pytest.importorskip("matplotlib")
+matplotlib = pytest.importorskip("matplotlib", reason="matplotlib is not installed (extra 'plot')")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-pytest.importorskip("hypothesis")
+pytest.importorskip("hypothesis", reason="hypothesis is not installed (extra 'test')")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from lti import DiscreteLTI, InvalidArgumentError, controllability_gramian  # noqa: E402
@@ -52,5 +52,5 @@ def test_helpers_take_tuples_and_control_systems():
     assert strategies.minimal_order((A, B, C)) == strategies.minimal_order(G) == 2
     s, err = strategies.hankel_lower_bounds((A, B, C))
     np.testing.assert_array_equal(s, strategies.hankel_lower_bounds(G)[0])
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="python-control is not installed")
     assert strategies.minimal_order(control.ss(A, B, C, 0, True)) == 2

@@ -108,7 +108,7 @@ def test_dtypes_give_float64_copies_of_the_same_values(dtype):
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix on purpose
 def test_inputs_are_copied_never_aliased_or_touched():
     class Sub(np.ndarray):
-        pass
+        """An ndarray subclass (its instances must come back as plain float64 arrays)."""
 
     An = np.asfortranarray(A)
     Bn = np.ones((2, 3))[:, ::3] * 2.0  # non-contiguous
@@ -127,7 +127,7 @@ def test_inputs_are_copied_never_aliased_or_touched():
 
 
 def test_from_control_refuses_what_it_cannot_convert_with_a_typed_error():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="python-control is not installed")
     with pytest.raises(InvalidArgumentError, match="tuple"):
         DiscreteLTI.from_control((A, B, C))
     with pytest.raises(InvalidArgumentError, match="no state-space realisation"):
@@ -138,7 +138,7 @@ def test_from_control_refuses_what_it_cannot_convert_with_a_typed_error():
 
 
 def test_to_control_without_inputs_is_a_typed_error():
-    pytest.importorskip("control")
+    pytest.importorskip("control", reason="python-control is not installed")
     G = DiscreteLTI(A, np.zeros((2, 0)), C)
     with pytest.raises(InvalidArgumentError, match="m = 0"):
         G.to_control()
@@ -148,7 +148,7 @@ def test_to_control_without_inputs_is_a_typed_error():
 
 @pytest.mark.parametrize("dt", [None, True, 0.25])
 def test_control_round_trip_keeps_dt_and_response(dt):
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="python-control is not installed")
     sys = control.ss(A, B, C, [[0.3]], dt)
     G = DiscreteLTI.from_control(sys)
     assert G.dt == (True if dt is None else dt)
@@ -184,7 +184,7 @@ def test_discretize_zoh_overflow_is_a_solver_error(A_c):
 
 
 def test_discretize_zoh_matches_scipy():
-    signal = pytest.importorskip("scipy.signal")
+    signal = pytest.importorskip("scipy.signal", reason="scipy.signal is not importable")
     from lti import discretize_zoh
 
     rng = np.random.default_rng(0)
@@ -210,7 +210,7 @@ def test_scalar_feedthrough_as_in_python_control():
 
 def test_scipy_signal_discrete_systems_are_accepted():
     """scipy.signal.dlti (ss, tf, zpk) raised InvalidArgumentError ('got StateSpaceDiscrete')."""
-    signal = pytest.importorskip("scipy.signal")
+    signal = pytest.importorskip("scipy.signal", reason="scipy.signal is not importable")
     from lti import as_discrete_system, h2_norm
 
     ref = DiscreteLTI(A, B, C, [[0.3]], dt=0.5)

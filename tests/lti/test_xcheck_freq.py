@@ -21,7 +21,7 @@ SYSTEMS = {
 
 @pytest.mark.parametrize("name", list(SYSTEMS))
 def test_pole_on_the_circle_is_inf_like_control(name):
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="python-control is not installed")
     A, B, C = SYSTEMS[name]
     D = np.zeros((C.shape[0], B.shape[1]))
     G = DiscreteLTI(A, B, C, D)
