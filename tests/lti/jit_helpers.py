@@ -8,6 +8,11 @@ from lti import _jit
 
 needs_numba = pytest.mark.skipif(not _jit.available(),
                                  reason="numba not installed (extra 'fast')")
+# for tests of a public function's compiled path (not forced with kernel_path): they have
+# nothing to check when the run disables the kernels (the suite also runs with LTI_DISABLE_JIT=1)
+needs_compiled = pytest.mark.skipif(
+    not _jit.enabled(),
+    reason="compiled kernels off (numba not installed: extra 'fast'; or LTI_DISABLE_JIT=1)")
 
 
 @contextlib.contextmanager

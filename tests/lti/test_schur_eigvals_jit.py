@@ -6,13 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import lti._jit as _jit
 import lti._schur as schur_mod
 from lti.lyapunov import real_schur
-
-needs_numba = pytest.mark.skipif(
-    not _jit.enabled(),
-    reason="compiled kernels off (numba not installed: extra 'fast'; or LTI_DISABLE_JIT=1)")
+from tests.lti.jit_helpers import needs_compiled
 
 
 def _cases():
@@ -43,7 +39,7 @@ def _numpy_path(T, monkeypatch):
         return schur_mod.quasi_triangular_eigvals(T)
 
 
-@needs_numba
+@needs_compiled
 @pytest.mark.parametrize("T", list(_cases()), ids=lambda T: f"n{T.shape[0]}")
 def test_compiled_equals_numpy_bit_for_bit(T, monkeypatch):
     ref = _numpy_path(T, monkeypatch)
@@ -65,7 +61,7 @@ def test_source_as_python_equals_numpy(monkeypatch):
                                       ref.view(np.uint64))
 
 
-@needs_numba
+@needs_compiled
 def test_compiled_kernel_is_used(monkeypatch):
     calls = []
     kern = schur_mod._eigvals.compiled()

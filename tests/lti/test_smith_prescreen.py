@@ -7,16 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import lti._jit as _jit
 import lti._smith as smith
 import lti.gramians as gramians
 from lti import DiscreteLTI
 from lti.gramians import stable_gramian_factors
+from tests.lti.jit_helpers import needs_compiled
 
 KW = dict(max_iter=smith.SMITH_AUTO_ITER, max_growth=smith.SMITH_MAX_GROWTH, screen=True)
-needs_numba = pytest.mark.skipif(
-    not _jit.enabled(),
-    reason="compiled kernels off (numba not installed: extra 'fast'; or LTI_DISABLE_JIT=1)")
 
 
 def _dense(n, rho, seed, m=2):  # bench_balanced's family
@@ -39,7 +36,7 @@ def _systems():
                 yield Q @ T @ Q.T, B, C.T  # non-normal
 
 
-@needs_numba
+@needs_compiled
 def test_rejects_only_what_the_attempt_rejects():
     rejected = 0
     for A, B, Ct in _systems():
@@ -49,7 +46,7 @@ def test_rejects_only_what_the_attempt_rejects():
     assert rejected >= 10  # (the test sees rejections)
 
 
-@needs_numba
+@needs_compiled
 @pytest.mark.parametrize("n", [16, 64, 128])
 def test_bench_families(n):
     A, B, _ = _dense(n, 0.9999, n)
@@ -58,7 +55,7 @@ def test_bench_families(n):
     assert not smith.stops_at_early_step(A, B)  # the default family: Smith converges
 
 
-@needs_numba
+@needs_compiled
 @pytest.mark.parametrize("g, stops", [(0.955, False), (0.965, True), (0.9999, True)])
 def test_exact_geometric_decay(g, stops):
     # as test_smith_early: w_4 / w_3 = g^16 (1 + g^16) against t_4 (1 + t_4) = 0.791
@@ -68,7 +65,7 @@ def test_exact_geometric_decay(g, stops):
     assert smith.stops_at_early_step(g * Q, B) is stops
 
 
-@needs_numba
+@needs_compiled
 def test_growth_negligible_windows_and_limits():
     n = 20  # Jordan-like chain: the sums still grow at squaring 4 (ratio 13.4): not judged
     J = 0.59 * np.eye(n) + 0.5 * np.diag(np.ones(n - 1), -1)
@@ -89,7 +86,7 @@ def test_off_without_compiled_kernels(monkeypatch):
     assert not smith.stops_at_early_step(A, B)
 
 
-@needs_numba
+@needs_compiled
 def test_kernel_source_gives_the_compiled_decision():
     for n, rho, seed in [(8, 0.9999, 1), (8, 0.95, 2), (13, 0.99, 3), (6, 0.97, 4)]:
         A, B, _ = _dense(n, rho, seed)
@@ -99,7 +96,7 @@ def test_kernel_source_gives_the_compiled_decision():
         assert py == bool(smith.stops_at_early_step(A, B))
 
 
-@needs_numba
+@needs_compiled
 def test_balanced_path_skips_the_attempt_and_keeps_smith(monkeypatch):
     A, B, C = _dense(64, 0.9999, 64)
     calls = []
@@ -113,7 +110,7 @@ def test_balanced_path_skips_the_attempt_and_keeps_smith(monkeypatch):
     assert calls == [1]
 
 
-@needs_numba
+@needs_compiled
 def test_negligible_windows_are_not_judged():
     # B sees a slow mode (0.9999) only at 1e-17: from squaring 3 on its windows are below
     # eps^2 of the sum (the attempt calls this factor converged) and in the stop band
