@@ -233,32 +233,32 @@ def fam_clustered(rng, n):
     return DiscreteLTI(Q @ np.diag(a) @ Q.T, *_bcd(rng, n))
 
 
-def fam_tied(rng, n):
+def _two_copies(rng, n, own_ports):
+    """Two copies of one random system (h = n // 2 states), the second's output scaled by
+    1 + delta: sharing the input and summing the outputs (nearly non-minimal) or each with
+    its own input and output (HSVs s_i and (1 + delta) s_i: near-tied pairs, minimal)."""
     h = max(n // 2, 1)
     M = rng.standard_normal((h, h))
     A1 = 0.8 * M / np.max(np.abs(np.linalg.eigvals(M)))
     B1, C1, _ = _bcd(rng, h, 1, 1)
     delta = rng.choice([1e-9, 1e-7, 1e-5])
     A = sla.block_diag(A1, A1)
-    B = np.vstack([B1, B1])
-    C = np.hstack([C1, (1 + delta) * C1])
+    if own_ports:
+        B, C = sla.block_diag(B1, B1), sla.block_diag(C1, (1 + delta) * C1)
+    else:
+        B, C = np.vstack([B1, B1]), np.hstack([C1, (1 + delta) * C1])
     Q = _orth(rng, 2 * h)
     return DiscreteLTI(Q @ A @ Q.T, Q @ B, C @ Q.T)
+
+
+def fam_tied(rng, n):
+    return _two_copies(rng, n, own_ports=False)
 
 
 def fam_tied_union(rng, n):
     """Two copies with their own input and output: the HSVs are the union of s_i and
     (1 + delta) s_i (near-tied pairs, minimal)."""
-    h = max(n // 2, 1)
-    M = rng.standard_normal((h, h))
-    A1 = 0.8 * M / np.max(np.abs(np.linalg.eigvals(M)))
-    B1, C1, _ = _bcd(rng, h, 1, 1)
-    delta = rng.choice([1e-9, 1e-7, 1e-5])
-    A = sla.block_diag(A1, A1)
-    B = sla.block_diag(B1, B1)
-    C = sla.block_diag(C1, (1 + delta) * C1)
-    Q = _orth(rng, 2 * h)
-    return DiscreteLTI(Q @ A @ Q.T, Q @ B, C @ Q.T)
+    return _two_copies(rng, n, own_ports=True)
 
 
 def fam_mimo(rng, n):
