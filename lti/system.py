@@ -17,6 +17,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._modal_real import real_modal_realisation
+from lti._response import diagonal_response, schur_response, simulate_states
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
@@ -299,32 +300,12 @@ class DiscreteLTI:
         if not np.all(np.isfinite(w)):
             raise InvalidArgumentError(f"`omega` must be finite; got {first_nonfinite(w)}")
         z = np.exp(1j * w)  # (k,)
-        k, n, m, p = w.size, self.n, self.m, self.p
-        if n == 0:
-            return np.broadcast_to(self.D, (k, p, m)).astype(np.complex128)
+        if self.n == 0:
+            return np.broadcast_to(self.D, (w.size, self.p, self.m)).astype(np.complex128)
         if self.is_diagonal:
-            a = np.diag(self.A)
-            Zd = z[:, None] - a[None, :]  # (k, n)
-            pole = Zd == 0
-            R = 1.0 / np.where(pole, 1.0, Zd)
-            G = np.einsum("pi,ki,im->kpm", self.C, R, self.B) + self.D[None]
-            return _at_poles(G, pole)
+            return diagonal_response(np.diag(self.A), self.B, self.C, self.D, z)
         T, _, Bt, Ct = self._complex_schur()
-        d = np.diag(T)
-        pole = z[:, None] == d[None, :]  # (k, n): zI - T exactly singular
-        if pole.any():
-            d = np.where(pole, z[:, None] - 1.0, d[None, :])  # (k, n), 1 on those rows
-        # back-substitution: (z_k I - T) X_k = Bt, rows n-1 ... 0, all k and m at once
-        X = np.empty((n, k, m), dtype=np.complex128)
-        for i in range(n - 1, -1, -1):
-            rhs = Bt[i][None, :]  # (1, m)
-            if i + 1 < n:
-                # + T[i, i+1:] X[i+1:] since (zI - T) has -T off the diagonal
-                acc = T[i, i + 1 :] @ X[i + 1 :].reshape(n - i - 1, k * m)
-                rhs = rhs + acc.reshape(k, m)
-            X[i] = rhs / (z - d[..., i])[:, None]
-        G = np.einsum("pi,ikm->kpm", Ct, X)
-        return _at_poles(G + self.D[None], pole)
+        return schur_response(T, Bt, Ct, self.D, z)
 
     def simulate(self, u, x0=None, *, return_states: bool = False):
         """Simulate from ``x_0 = x0`` with inputs ``u_0, ..., u_{T-1}``.
@@ -360,18 +341,7 @@ class DiscreteLTI:
             x = as_float_vector("x0", x0)
             if x.shape != (self.n,):
                 raise ShapeError(f"`x0` must have shape (n,) = ({self.n},); got {x.shape}")
-        steps = U.shape[0]
-        BU = U @ self.B.T  # (T, n)
-        X = np.empty((steps + 1, self.n))
-        X[0] = x
-        if self.is_diagonal:
-            a = np.diag(self.A)
-            for t in range(steps):
-                X[t + 1] = a * X[t] + BU[t]
-        else:
-            AT = self.A.T
-            for t in range(steps):
-                X[t + 1] = X[t] @ AT + BU[t]
+        X = simulate_states(self.A, self.is_diagonal, U @ self.B.T, x)  # (T + 1, n)
         Y = X[:-1] @ self.C.T + U @ self.D.T
         return (Y, X) if return_states else Y
 
@@ -601,14 +571,6 @@ class DiscreteLTI:
         """
         A, Br, Cr = real_modal_realisation(a, B, C)
         return cls(A, Br, Cr, D, dt)
-
-
-def _at_poles(G: np.ndarray, pole: np.ndarray) -> np.ndarray:
-    """``inf + nan j`` at the frequencies (rows of `pole`, (k, n)) on a pole."""
-    hit = pole.any(axis=1)
-    if hit.any():
-        G[hit] = complex(np.inf, np.nan)
-    return G
 
 
 def is_control_system(sys) -> bool:

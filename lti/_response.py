@@ -1,0 +1,70 @@
+"""Kernels of :class:`lti.system.DiscreteLTI`'s frequency response and simulation.
+
+Plain arrays in and out (validated by the caller): ``z`` is shape (k,) complex, ``B`` is
+(n, m), ``C`` is (p, n), ``D`` is (p, m); responses are (k, p, m), frequency first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["diagonal_response", "schur_response", "simulate_states"]
+
+
+def diagonal_response(a: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray,
+                      z: np.ndarray) -> np.ndarray:
+    """``sum_i C[:, i] B[i] / (z - a_i) + D`` for a diagonal ``A = diag(a)``, (k, p, m)."""
+    Zd = z[:, None] - a[None, :]  # (k, n)
+    pole = Zd == 0
+    R = 1.0 / np.where(pole, 1.0, Zd)
+    G = np.einsum("pi,ki,im->kpm", C, R, B) + D[None]
+    return _at_poles(G, pole)
+
+
+def schur_response(T: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, D: np.ndarray,
+                   z: np.ndarray) -> np.ndarray:
+    """``Ct (zI - T)^{-1} Bt + D`` for upper triangular ``T`` (n, n), (k, p, m)."""
+    n, k, m = T.shape[0], z.size, Bt.shape[1]
+    d = np.diag(T)
+    pole = z[:, None] == d[None, :]  # (k, n): zI - T exactly singular
+    if pole.any():
+        d = np.where(pole, z[:, None] - 1.0, d[None, :])  # (k, n), 1 on those rows
+    # back-substitution: (z_k I - T) X_k = Bt, rows n-1 ... 0, all k and m at once
+    X = np.empty((n, k, m), dtype=np.complex128)
+    for i in range(n - 1, -1, -1):
+        rhs = Bt[i][None, :]  # (1, m)
+        if i + 1 < n:
+            # + T[i, i+1:] X[i+1:] since (zI - T) has -T off the diagonal
+            acc = T[i, i + 1 :] @ X[i + 1 :].reshape(n - i - 1, k * m)
+            rhs = rhs + acc.reshape(k, m)
+        X[i] = rhs / (z - d[..., i])[:, None]
+    G = np.einsum("pi,ikm->kpm", Ct, X)
+    return _at_poles(G + D[None], pole)
+
+
+def _at_poles(G: np.ndarray, pole: np.ndarray) -> np.ndarray:
+    """``inf + nan j`` at the frequencies (rows of `pole`, (k, n)) on a pole."""
+    hit = pole.any(axis=1)
+    if hit.any():
+        G[hit] = complex(np.inf, np.nan)
+    return G
+
+
+def simulate_states(A: np.ndarray, diagonal: bool, BU: np.ndarray,
+                    x0: np.ndarray) -> np.ndarray:
+    """States ``x_0, ..., x_T`` of ``x_{t+1} = A x_t + (B u)_t``, shape (T + 1, n).
+
+    `BU` is ``U @ B.T``, shape (T, n); `diagonal` says ``A`` is diagonal.
+    """
+    steps, n = BU.shape[0], x0.shape[0]
+    X = np.empty((steps + 1, n))
+    X[0] = x0
+    if diagonal:
+        a = np.diag(A)
+        for t in range(steps):
+            X[t + 1] = a * X[t] + BU[t]
+    else:
+        AT = A.T
+        for t in range(steps):
+            X[t + 1] = X[t] @ AT + BU[t]
+    return X
