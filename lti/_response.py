@@ -7,8 +7,9 @@ Plain arrays in and out (validated by the caller): ``z`` is shape (k,) complex, 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["diagonal_response", "schur_response", "simulate_states"]
+__all__ = ["diagonal_response", "overflow_message", "schur_response", "simulate_states"]
 
 
 def diagonal_response(a: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray,
@@ -68,3 +69,18 @@ def simulate_states(A: np.ndarray, diagonal: bool, BU: np.ndarray,
         for t in range(steps):
             X[t + 1] = X[t] @ AT + BU[t]
     return X
+
+
+def overflow_message(X: np.ndarray, Y: np.ndarray, sys) -> str:
+    """Why a simulation's states `X` (T + 1, n) or outputs `Y` (T, p) are not finite."""
+    bad_x = ~np.isfinite(X).all(axis=1)  # (T + 1,)
+    bad_y = ~np.isfinite(Y).all(axis=1)  # (T,)
+    tx = int(np.argmax(bad_x)) if bad_x.any() else None
+    ty = int(np.argmax(bad_y)) if bad_y.any() else None
+    if tx is not None and (ty is None or tx <= ty):
+        what = f"the state x_t overflowed float64 at step t = {tx} of {X.shape[0] - 1}"
+    else:
+        what = f"the output y_t overflowed float64 at step t = {ty} of {Y.shape[0]}"
+    if sys.n and not sp.issparse(sys.A):
+        what += f" (spectral radius of `A` {sys.spectral_radius():.6g})"
+    return what + "; simulate fewer steps (or rescale x0, u, C, D) to keep it finite"

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._modal_real import real_modal_realisation
-from lti._response import diagonal_response, schur_response, simulate_states
+from lti._response import diagonal_response, overflow_message, schur_response, simulate_states
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
@@ -28,7 +28,7 @@ from lti._validation import (
     stability_margin,
 )
 from lti._zoh import zoh
-from lti.exceptions import InvalidArgumentError, MissingDependencyError, ShapeError
+from lti.exceptions import InvalidArgumentError, MissingDependencyError, NonFiniteError, ShapeError
 from lti.lowrank import as_sparse_state_matrix, dense_only, is_sparse
 
 __all__ = ["DiscreteLTI", "as_discrete_system", "discretize_zoh", "is_control_system"]
@@ -327,6 +327,14 @@ class DiscreteLTI:
         x : ndarray, shape (T + 1, n)
             Only with ``return_states=True``: ``x_0, ..., x_T`` (the last one is the state
             after the final input, ready to continue a simulation).
+
+        Raises
+        ------
+        NonFiniteError
+            A state or output overflows float64 (an unstable system simulated for long, a
+            huge ``x0``): the message names the first step t and the spectral radius.
+            scipy's ``dlsim`` and control's ``forced_response`` return ``inf``/``nan`` there
+            with a RuntimeWarning; simulate fewer steps to get the finite part.
         """
         U = as_real_array("u", u)
         if U.ndim == 1 and self.m == 1:
@@ -341,8 +349,11 @@ class DiscreteLTI:
             x = as_float_vector("x0", x0)
             if x.shape != (self.n,):
                 raise ShapeError(f"`x0` must have shape (n,) = ({self.n},); got {x.shape}")
-        X = simulate_states(self.A, self.is_diagonal, U @ self.B.T, x)  # (T + 1, n)
-        Y = X[:-1] @ self.C.T + U @ self.D.T
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = simulate_states(self.A, self.is_diagonal, U @ self.B.T, x)  # (T + 1, n)
+            Y = X[:-1] @ self.C.T + U @ self.D.T
+        if not (np.isfinite(X).all() and np.isfinite(Y).all()):
+            raise NonFiniteError(overflow_message(X, Y, self))
         return (Y, X) if return_states else Y
 
     # --------------------------------------------------------- transformations
