@@ -213,7 +213,8 @@ def empirical_gramians(
         by :func:`lti.system.as_discrete_system`), or a batched step function
         ``step(X, U) -> (X_next, Y)`` with ``X`` shape (K, n), ``U`` shape (K, m),
         ``X_next`` shape (K, n) and ``Y`` shape (K, p), ``Y`` being the output at the
-        *current* state ``X`` (``y_k = g(x_k, u_k)``). It must not modify its arguments.
+        *current* state ``X`` (``y_k = g(x_k, u_k)``). It must not modify its arguments:
+        they are passed read-only, and an in-place write raises InvalidArgumentError.
     horizon : int, optional
         Number of steps T; the Gramians are the finite-horizon sums over k = 0..T-1.
         ``None`` asks for the infinite horizon: for a DiscreteLTI, T is chosen by
@@ -251,7 +252,8 @@ def empirical_gramians(
     Raises
     ------
     InvalidArgumentError
-        Bad option values, or `n`/`m` missing for a step function.
+        Bad option values, `n`/`m` missing for a step function, or a step function that
+        writes into its arguments ``X``, ``U`` (the deviations would be wrong).
     ShapeError
         Outputs of `system` or `x0`/`u0` of the wrong shape.
     NonFiniteError
@@ -383,7 +385,7 @@ def empirical_gramians(
         chunk_c = np.zeros((n, n))
         chunk_o = np.zeros((n, n))
         for k in range(steps):
-            Xn, Y = _step_output(step(X, U_first if T_done + k == 0 else U0), K, n, p)
+            Xn, Y = _step_output(_call(step, X, U_first if T_done + k == 0 else U0), K, n, p)
             if p is None:
                 p = Y.shape[1]
                 if want_x and p == m:
@@ -459,6 +461,23 @@ def _check_which(which) -> tuple:
             f"`which` must be a non-empty subset of {_KINDS}; got {tuple(which)!r}"
         )
     return kinds
+
+
+def _call(step: Callable, X: np.ndarray, U: np.ndarray):
+    """``step(X, U)`` on read-only views: a step function writing into its arguments
+    would change the trajectories the deviations are taken from (a wrong Gramian)."""
+    Xv, Uv = X.view(), U.view()
+    Xv.flags.writeable = Uv.flags.writeable = False
+    try:
+        return step(Xv, Uv)
+    except ValueError as exc:
+        if "read-only" not in str(exc):
+            raise
+        raise InvalidArgumentError(
+            f"`system` (a step function) raised {exc!r}: X and U are passed read-only, "
+            "since a step function that modifies them in place gives a wrong Gramian; "
+            "return new arrays (e.g. X_next = X @ A.T + U @ B.T)"
+        ) from exc
 
 
 def _step_output(out, K: int, n: int, p: int | None):
