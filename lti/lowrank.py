@@ -519,7 +519,7 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     A = as_sparse_state_matrix("A", A) if is_sparse(A) else sp.csr_matrix(as_float_matrix("A", A))
     n = A.shape[0]
     B = _check_rhs("B", B, n)
-    Ct = _check_rhs("C^T", np.asarray(C, dtype=np.float64).T, n)
+    Ct = _check_rhs("C^T", as_float_matrix("C", C).T, n)
     sb, sc = _pow2_scale(B), _pow2_scale(Ct)
     B, Ct = B / sb, Ct / sc
     tol = _check_tol(tol)

@@ -38,6 +38,7 @@ from lti._stein import REFINE_RTOL, fro_norm, smith_solve, solve_schur
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
+    as_real_array,
     check_square,
     check_stable,
     check_symmetric,
@@ -390,7 +391,7 @@ def lyapunov_factor(
     """
     method = _check_method(method, _FACTOR_METHODS)
     if is_sparse(A):  # low-rank ADI (lti.lowrank)
-        B2 = np.asarray(B, dtype=np.float64)
+        B2 = as_real_array("B", B)  # typed: complex, masked, sparse, non-numeric
         return np.asarray(lowrank_factor(A, B2[:, None] if B2.ndim == 1 else B2,
                                          transpose=transpose).Z)
     M, a = _state_matrix(A)

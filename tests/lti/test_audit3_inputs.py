@@ -1,0 +1,57 @@
+"""Third audit: arguments of the sparse (low-rank) paths and covariance streams go through
+the typed validation (complex was cut to real silently, masks read through, raw errors)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import lti
+from lti import InvalidArgumentError, ShapeError, SparseNotSupportedError
+from lti.lowrank import lowrank_gramian_factors
+
+A_SP = sp.diags([0.5, 0.3, -0.2, 0.1]).tocsr()
+ONES = np.ones((4, 1))
+
+
+def _masked(shape):
+    mask = np.zeros(shape, dtype=bool)
+    mask.flat[0] = True
+    return np.ma.array(np.ones(shape), mask=mask)
+
+
+BAD = [
+    (ONES * (1 + 1j), ShapeError, "must be real"),
+    (_masked((4, 1)), InvalidArgumentError, "masked array"),
+    (sp.csr_matrix(ONES), SparseNotSupportedError, "sparse"),
+    ([["a"], ["b"], ["c"], ["d"]], ShapeError, "numeric"),
+]
+
+
+@pytest.mark.parametrize("B, exc, msg", BAD, ids=["complex", "masked", "sparse", "str"])
+def test_lyapunov_factor_of_a_sparse_A_validates_B(B, exc, msg):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was a ComplexWarning and a real-part factor
+        with pytest.raises(exc, match=msg):
+            lti.lyapunov_factor(A_SP, B)
+
+
+@pytest.mark.parametrize("B, exc, msg", BAD, ids=["complex", "masked", "sparse", "str"])
+def test_lowrank_gramian_factors_validates_C(B, exc, msg):
+    C = B.T if not isinstance(B, list) else [[r[0] for r in B]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(exc, match=msg):
+            lowrank_gramian_factors(A_SP, ONES, C)
+
+
+def test_the_validated_sparse_paths_still_agree_with_the_dense_solution():
+    Z = lti.lyapunov_factor(A_SP, np.ones(4))  # 1-D B still accepted
+    P = lti.solve_discrete_lyapunov(A_SP.toarray(), ONES @ ONES.T)
+    assert np.linalg.norm(Z @ Z.T - P) <= 1e-9 * np.linalg.norm(P)
+    F = lowrank_gramian_factors(A_SP, ONES, ONES.T)
+    assert np.linalg.norm(F[1].Z @ F[1].Z.T - P) <= 1e-9 * np.linalg.norm(P)
+
