@@ -20,6 +20,7 @@ a Gramian is :mod:`lti.weighted`.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.signal import lfilter
 
 from lti._validation import (
@@ -36,6 +37,7 @@ from lti.exceptions import (
     InvalidArgumentError,
     NonFiniteError,
     ShapeError,
+    SparseNotSupportedError,
     UnstableSystemError,
 )
 from lti.lyapunov import psd_factor, solve_discrete_lyapunov
@@ -61,6 +63,9 @@ def _check_AB(A, B) -> tuple[np.ndarray, np.ndarray]:
 def _check_stream(name: str, x, width: int, what: str) -> np.ndarray:
     """Validate a (batch, time, width) stream; 2-D (time, width) is one sequence."""
     check_not_masked(name, x)
+    if sp.issparse(x):
+        raise SparseNotSupportedError(f"`{name}` is a scipy.sparse matrix; pass a dense array "
+                                      f"({name}.toarray())")
     arr = np.asarray(x)
     if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
         raise ShapeError(f"`{name}` must be a numeric array; got dtype {arr.dtype}")

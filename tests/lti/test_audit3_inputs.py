@@ -55,3 +55,9 @@ def test_the_validated_sparse_paths_still_agree_with_the_dense_solution():
     F = lowrank_gramian_factors(A_SP, ONES, ONES.T)
     assert np.linalg.norm(F[1].Z @ F[1].Z.T - P) <= 1e-9 * np.linalg.norm(P)
 
+
+def test_a_sparse_input_stream_is_a_typed_error_naming_sparse():
+    A = np.diag([0.5, 0.2])
+    B = np.ones((2, 1))
+    with pytest.raises(SparseNotSupportedError, match=r"`u` is a scipy.sparse matrix"):
+        lti.state_covariance(A, B, sp.csr_matrix(np.ones((10, 1))))
