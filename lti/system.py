@@ -472,27 +472,8 @@ class DiscreteLTI:
         MissingDependencyError
             python-control is not installed.
         """
-        control = _import_control()
-        if not is_control_system(sys):
-            raise InvalidArgumentError(
-                f"`sys` must be a python-control StateSpace or TransferFunction; got "
-                f"{type(sys).__name__} (for a tuple (A, B, C[, D]) use DiscreteLTI(*sys))"
-            )
-        if not isinstance(sys, control.StateSpace):
-            try:
-                sys = control.ss(sys)
-            except (TypeError, ValueError) as exc:  # an improper tf, an FRD, ...
-                raise InvalidArgumentError(
-                    f"`sys` ({type(sys).__name__}) has no state-space realisation: {exc}"
-                ) from exc
-        dt = sys.dt
-        if dt is None:
-            dt = True
-        if dt is not True and (isinstance(dt, bool) or dt == 0):
-            raise InvalidArgumentError(
-                f"`sys` must be discrete-time (dt True or > 0); got dt={sys.dt!r}"
-            )
-        return cls(sys.A, sys.B, sys.C, sys.D, _check_dt(dt, "sys.dt"))
+        G = _from_control(sys, "sys")
+        return G if cls is DiscreteLTI else cls(G.A, G.B, G.C, G.D, G.dt)
 
     def to_control(self):
         """Return the equivalent ``control.StateSpace`` (same ``dt``).
@@ -629,9 +610,14 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
             raise InvalidArgumentError(
                 f"`{name}` as a tuple must be (A, B, C) or (A, B, C, D); got {len(sys)} items"
             )
-        return DiscreteLTI(*sys)
+        try:
+            return DiscreteLTI(*sys)
+        except (ShapeError, NonFiniteError) as exc:  # name the argument: not the caller's B
+            if name == "sys":
+                raise
+            raise type(exc)(f"`{name}` = (A, B, C[, D]): {exc}") from exc
     if is_control_system(sys):
-        return DiscreteLTI.from_control(sys)
+        return _from_control(sys, name)
     if type(sys).__module__.startswith("scipy.signal") and hasattr(sys, "to_ss"):
         return _from_scipy(sys, name)
     raise InvalidArgumentError(
@@ -639,6 +625,31 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
         f"TransferFunction, a scipy.signal dlti, or a tuple (A, B, C[, D]); got "
         f"{type(sys).__name__}"
     )
+
+
+def _from_control(sys, name: str) -> DiscreteLTI:
+    """:meth:`DiscreteLTI.from_control`, the errors naming the argument `name`."""
+    control = _import_control()
+    if not is_control_system(sys):
+        raise InvalidArgumentError(
+            f"`{name}` must be a python-control StateSpace or TransferFunction; got "
+            f"{type(sys).__name__} (for a tuple (A, B, C[, D]) use DiscreteLTI(*sys))"
+        )
+    if not isinstance(sys, control.StateSpace):
+        try:
+            sys = control.ss(sys)
+        except (TypeError, ValueError) as exc:  # an improper tf, an FRD, ...
+            raise InvalidArgumentError(
+                f"`{name}` ({type(sys).__name__}) has no state-space realisation: {exc}"
+            ) from exc
+    dt = sys.dt
+    if dt is None:
+        dt = True
+    if dt is not True and (isinstance(dt, bool) or dt == 0):
+        raise InvalidArgumentError(
+            f"`{name}` must be discrete-time (dt True or > 0); got dt={sys.dt!r}"
+        )
+    return DiscreteLTI(sys.A, sys.B, sys.C, sys.D, _check_dt(dt, f"{name}.dt"))
 
 
 def _from_scipy(sys, name: str) -> DiscreteLTI:

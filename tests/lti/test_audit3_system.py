@@ -30,3 +30,21 @@ def test_simulate_output_overflow_names_the_output():
         warnings.simplefilter("error")
         with pytest.raises(NonFiniteError, match=r"output y_t overflowed float64 at step t = 0"):
             G.simulate(np.zeros(3), x0=[1e10])
+
+
+def test_conversion_errors_name_the_argument_not_sys_or_the_callers_B():
+    control = pytest.importorskip("control", reason="python-control converts the filter")
+    from lti import InvalidArgumentError, ShapeError, empirical_gramians, expected_state_covariance
+
+    A, B = np.diag([0.5, 0.2]), np.ones((2, 1))
+    bad_tuple = (np.eye(2) * 0.1, np.ones((3, 1)), np.ones((1, 2)))  # the filter's B: 3 rows
+    with pytest.raises(ShapeError, match=r"^`shaping_filter` = \(A, B, C\[, D\]\): `B` must"):
+        expected_state_covariance(A, B, shaping_filter=bad_tuple)
+    continuous = control.ss([[-1.0]], [[1.0]], [[1.0]], 0)
+    with pytest.raises(InvalidArgumentError, match=r"^`shaping_filter` must be discrete-time"):
+        expected_state_covariance(A, B, shaping_filter=continuous)
+    with pytest.raises(InvalidArgumentError, match=r"^`system` must be discrete-time"):
+        empirical_gramians(continuous, horizon=5)
+    # the public constructor keeps its own wording
+    with pytest.raises(InvalidArgumentError, match=r"^`sys` must be discrete-time"):
+        DiscreteLTI.from_control(continuous)
