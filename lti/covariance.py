@@ -29,6 +29,7 @@ from lti._validation import (
     check_int,
     check_not_masked,
     check_square,
+    check_stable,
     spectral_radius,
     sym_sqrt,
 )
@@ -521,11 +522,7 @@ def _shaped_pair(A, B, input_covariance, shaping_filter):
                 f"`shaping_filter` must have p = m = {m} outputs (it produces the inputs); "
                 f"got p = {F.p}"
             )
-        rho = F.spectral_radius()
-        if not rho < 1.0:
-            raise UnstableSystemError(
-                f"`shaping_filter` must be Schur-stable (spectral radius < 1); got {rho:.6g}"
-            )
+        check_stable("shaping_filter", F.A)  # with the solvers' rounding margin
         k = F.n
         # xi_t = (z_{t+1}, s_t):  z_{t+1} = A_F z_t + B_F w_t,
         #                         s_t = A s_{t-1} + B (C_F z_t + D_F w_t)

@@ -61,3 +61,15 @@ def test_a_sparse_input_stream_is_a_typed_error_naming_sparse():
     B = np.ones((2, 1))
     with pytest.raises(SparseNotSupportedError, match=r"`u` is a scipy.sparse matrix"):
         lti.state_covariance(A, B, sp.csr_matrix(np.ones((10, 1))))
+
+
+def test_a_shaping_filter_within_rounding_of_the_circle_is_named_as_the_filter():
+    A, B = np.diag([0.5, 0.2]), np.ones((2, 1))
+    near = ([[1 - 1e-16]], [[1.0]], [[1.0]])  # radius 1 - 1.1e-16: refused, but as `A`
+    with pytest.raises(lti.UnstableSystemError, match=r"^`shaping_filter` must be Schur-stable"
+                                                      r".*rounding margin"):
+        lti.expected_state_covariance(A, B, shaping_filter=near)
+    with pytest.raises(lti.UnstableSystemError, match=r"^`shaping_filter` must be Schur-stable"):
+        lti.expected_state_covariance(A, B, shaping_filter=([[1.5]], [[1.0]], [[1.0]]))
+    ok = lti.expected_state_covariance(A, B, shaping_filter=([[1 - 1e-9]], [[1.0]], [[1.0]]))
+    assert np.all(np.isfinite(ok)) and ok[0, 0] > 1e8  # still accepted just inside
