@@ -282,12 +282,13 @@ class StateCovarianceAccumulator:
     def _add(self, S: np.ndarray) -> None:
         S = S[:, self.burn_in :]
         S = S.reshape(S.shape[0] * S.shape[1], self.n)  # (tokens, n); -1 fails for n = 0
-        if np.iscomplexobj(S):
-            self._promote()
-        s1 = S.sum(axis=0)
-        s2 = S.T @ S.conj()  # sum_t s_t s_t^H
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, typed
+            s1 = S.sum(axis=0)
+            s2 = S.T @ S.conj()  # sum_t s_t s_t^H
         if not (np.all(np.isfinite(s1)) and np.all(np.isfinite(s2))):
             raise NonFiniteError("the states overflowed (unstable `A` or huge inputs?)")
+        if np.iscomplexobj(S):  # only now: a refused update leaves the dtype alone too
+            self._promote()
         _neumaier_add(self._s1, self._c1, s1)
         _neumaier_add(self._s2, self._c2, s2)
         self.count += S.shape[0]

@@ -73,3 +73,15 @@ def test_a_shaping_filter_within_rounding_of_the_circle_is_named_as_the_filter()
         lti.expected_state_covariance(A, B, shaping_filter=([[1.5]], [[1.0]], [[1.0]]))
     ok = lti.expected_state_covariance(A, B, shaping_filter=([[1 - 1e-9]], [[1.0]], [[1.0]]))
     assert np.all(np.isfinite(ok)) and ok[0, 0] > 1e8  # still accepted just inside
+
+
+def test_a_refused_complex_update_leaves_the_accumulator_as_it_was():
+    acc = lti.StateCovarianceAccumulator(n=2)
+    acc.update_states(np.ones((1, 3, 2)))
+    before = acc.finalize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning beside the typed error
+        with pytest.raises(lti.NonFiniteError, match="overflowed"):
+            acc.update_states(np.full((1, 3, 2), 1e200 + 1e200j))
+    after = acc.finalize()
+    assert acc.count == 3 and after.dtype == np.float64 and np.array_equal(after, before)
