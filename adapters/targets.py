@@ -57,8 +57,11 @@ ADAPTERS_ATTR = "hrm_adapters"
 """Name of the container under which :func:`adapters.inject` registers the adapters: the base
 model's own parameter names never change, the adapters' are ``hrm_adapters.<target>.*``."""
 
-FEED_FORWARD_NAMES = ("mlp",)
-"""Names of a decoder block's feed-forward module found by ``target_modules=None``."""
+FEED_FORWARD_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
+"""Names of a decoder block's feed-forward module found by ``target_modules=None``, in order
+of preference: a block takes the first one it has (``mlp`` of GPT-2, Llama, Qwen2, ...;
+``feed_forward`` of Llama 4, LFM2, Falcon-H1; ``ffn`` of MPT, CTRL; ``block_sparse_moe`` of
+GraniteMoE)."""
 PAIRS = (("fc1", "fc2"), ("intermediate", "output.dense"))
 """Feed-forward pairs ``(reads, writes)``, paths inside one block (OPT's ``fc1``/``fc2``,
 BERT's ``intermediate``/``output.dense``), recognised as one target named by ``writes``."""
@@ -196,7 +199,10 @@ def _pair_of(model: nn.Module, name: str) -> tuple[str, str] | None:
 def _default_hit(model: nn.Module, name: str) -> bool:
     block, _, child = name.rpartition(".")
     if child in FEED_FORWARD_NAMES:
-        return _is_block(model, block)
+        if not _is_block(model, block):
+            return False
+        holder = model.get_submodule(block)
+        return next(f for f in FEED_FORWARD_NAMES if f in holder._modules) == child
     for _, write in PAIRS:
         if name.endswith("." + write):
             block = name[: -len(write) - 1]
@@ -225,9 +231,10 @@ def find_target_modules(model: nn.Module, target_modules: str | Sequence[str] | 
     ----------
     model : nn.Module
     target_modules : str or sequence of str or None
-        See :func:`matches_target`; ``None`` selects every module named ``mlp`` that sits in a
-        block of an ``nn.ModuleList`` (``"transformer.h.3.mlp"``, ``"model.layers.3.mlp"``)
-        and, in blocks without one, the second module of a :data:`PAIRS` pair (OPT's
+        See :func:`matches_target`; ``None`` selects, in every block of an ``nn.ModuleList``
+        (``"transformer.h.3"``, ``"model.layers.3"``), its feed-forward: the first of
+        :data:`FEED_FORWARD_NAMES` (``mlp``, ``feed_forward``, ``ffn``, ``block_sparse_moe``)
+        it has and, in blocks without one, the second module of a :data:`PAIRS` pair (OPT's
         ``fc2``, BERT's ``output.dense``).
 
     Returns
@@ -389,6 +396,7 @@ def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -
         return f"{name!r} holds an embedding: it is called with token ids, not the stream"
     w_in, _ = _widths(src)
     _, w_out = _widths(module)
+    how = ""
     if w_in is None and w_out is None:
         if next(module.parameters(), None) is None:  # an activation, dropout, identity ...
             return (f"{name!r} has no parameters, so the width of what it is called with "
@@ -398,11 +406,22 @@ def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -
             return (f"{name!r} has no linear layer and could not be run on a (1, 2, {width}) "
                     "meta tensor to check its widths")
         w_in = width
+    elif source == name and (w_in not in (None, width) or w_out not in (None, width)):
+        # The first and last linear layers in module order need not be the block's input and
+        # output: a mixture-of-experts block registers its router (H -> E) or a shared
+        # expert's gate (H -> 1) after the experts (Qwen2-MoE, PhiMoE). Its own call
+        # on a meta tensor decides.
+        ran = _dry_run_width(module, width)
+        if ran == width:
+            return None
+        if ran is None and linear_dims(module) is None:  # a block, not a linear layer itself
+            how = (" (by its first and last linear layers; it could not be run on a (1, 2, "
+                   f"{width}) meta tensor to check)")
     if reads == "mlp_input" and w_in is not None and w_in != width:
-        return f"{source!r} reads {w_in} features, not the stream width H = {width}"
+        return f"{source!r} reads {w_in} features, not the stream width H = {width}{how}"
     if w_out is not None and w_out != width:
-        return (f"{name!r} returns {w_out} features; the branch (width H = {width}) can only be "
-                "added to an output of width H")
+        return (f"{name!r} returns {w_out} features{how}; the branch (width H = {width}) can "
+                "only be added to an output of width H")
     return None
 
 

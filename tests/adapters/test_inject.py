@@ -174,7 +174,7 @@ def test_nothing_matches_lists_candidates_and_model_is_untouched():
     model = Plain()
     flags = [p.requires_grad for p in model.parameters()]
     with pytest.raises(TargetModulesNotFoundError) as info:
-        inject(model, HRMConfig(d_state=4))  # auto-detection wants `mlp`; this model has `ffn`
+        inject(model, HRMConfig(d_state=4, target_modules=["mlp"]))  # it has `ffn`, no `mlp`
     msg = str(info.value)
     assert "blocks.0.ffn" in msg and "blocks.2.ffn" in msg and "Plain" in msg
     for cfg, err in [
