@@ -255,8 +255,10 @@ def calibrate(
     for name, wrapper in adapted.items():
         adapter = wrapper.adapter
         ssm = adapter.ssm
+        rounded = (adapter_fingerprint(adapter, torch.float32)
+                   if adapter.gate.dtype == torch.float64 else None)  # for a later .float()
         stats = LayerStats(name, ssm.d_model, ssm.n_real, ssm.n_complex,
-                           adapter_fingerprint(adapter), gramian)
+                           adapter_fingerprint(adapter), gramian, rounded)
         # the states are computed by the module itself (DiagonalSSM.trajectory), in float64,
         # and mapped to the coordinates of ssm.as_lti() by DiagonalSSM.lti_states
         probes[name] = _Probe(copy.deepcopy(ssm).to(torch.float64), stats)

@@ -241,7 +241,9 @@ def _stats_for(stats, name, adapter, gramian):
         layer = stats[name]
     except (KeyError, TypeError) as exc:
         raise AdapterConfigError(f"`stats` has no statistics for adapter {name!r}") from exc
-    if layer.fingerprint != adapter_fingerprint(adapter) and not any(
+    now = adapter_fingerprint(adapter)
+    rounded = getattr(layer, "rounded_fingerprint", None)  # calibrated in float64, now float32
+    if layer.fingerprint != now and not (rounded is not None and rounded == now) and not any(
             layer.fingerprint == adapter_fingerprint(adapter, d)
             for d in (torch.float32, torch.float64) if _exact_in(adapter, d)):
         raise AdapterConfigError(
@@ -480,7 +482,9 @@ def reduce(
         stream covariance ``W`` of ``stats`` as a white-noise input model.
     stats : CalibrationStats, optional
         From :func:`adapters.calibrate` with the same adapter parameters (checked by
-        fingerprint); required for ``"data"`` and ``"input"``.
+        fingerprint; a cast after calibration is accepted: ``model.double()``, and
+        ``model.float()`` of adapters calibrated in float64); required for ``"data"`` and
+        ``"input"``.
     method : {"auto", "sr", "bfsr"}, optional
         Projection method of :mod:`lti`.
     measure : bool, optional

@@ -88,6 +88,11 @@ class LayerStats:
         :func:`adapter_fingerprint` at calibration time.
     gramian : {"data", "input", "both"}
         Which statistics are kept.
+    rounded_fingerprint : str or None, optional
+        For a float64 adapter, its fingerprint rounded to float32
+        (``adapter_fingerprint(adapter, torch.float32)``): :func:`adapters.reduce` accepts
+        the statistics for the same adapter after ``model.float()``, whose values differ from
+        the calibrated ones by that rounding only.
 
     Attributes
     ----------
@@ -99,7 +104,8 @@ class LayerStats:
         Moments of the stream (H,); None unless ``gramian`` is "input"/"both".
     """
 
-    def __init__(self, name, d_model, n_real, n_complex, fingerprint, gramian):
+    def __init__(self, name, d_model, n_real, n_complex, fingerprint, gramian,
+                 rounded_fingerprint=None):
         from lti import StateCovarianceAccumulator
 
         if gramian not in CALIBRATION_GRAMIANS:
@@ -111,6 +117,7 @@ class LayerStats:
         self.n_real = int(n_real)
         self.n_complex = int(n_complex)
         self.fingerprint = fingerprint
+        self.rounded_fingerprint = rounded_fingerprint
         self.gramian = gramian
         self.order = self.n_real + 2 * self.n_complex
         self.state = (StateCovarianceAccumulator(n=self.order)
@@ -182,8 +189,11 @@ class LayerStats:
 
     def meta(self) -> dict:
         """JSON-able description (everything but the moments)."""
-        return {"d_model": self.d_model, "n_real": self.n_real, "n_complex": self.n_complex,
+        meta = {"d_model": self.d_model, "n_real": self.n_real, "n_complex": self.n_complex,
                 "fingerprint": self.fingerprint, "gramian": self.gramian}
+        if self.rounded_fingerprint is not None:  # (absent in files written before)
+            meta["rounded_fingerprint"] = self.rounded_fingerprint
+        return meta
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Additive moments ``{"state.count": ..., "state.sum": ..., ...}`` (float64/int64)."""
@@ -341,7 +351,7 @@ class CalibrationStats:
         for name, mine in self.layers.items():
             theirs = other.layers[name]
             new = LayerStats(name, mine.d_model, mine.n_real, mine.n_complex,
-                             mine.fingerprint, mine.gramian)
+                             mine.fingerprint, mine.gramian, mine.rounded_fingerprint)
             for which in ("state", "inputs"):
                 if getattr(mine, which) is not None:
                     setattr(new, which, getattr(mine, which).merge(getattr(theirs, which)))
@@ -473,7 +483,7 @@ class CalibrationStats:
             layers = {}
             for name, m in meta["layers"].items():
                 layer = LayerStats(name, m["d_model"], m["n_real"], m["n_complex"],
-                                   m["fingerprint"], m["gramian"])
+                                   m["fingerprint"], m["gramian"], m.get("rounded_fingerprint"))
                 prefix = f"{name}/"
                 layer.load_arrays({k[len(prefix):]: v for k, v in arrays.items()
                                    if k.startswith(prefix)})
