@@ -63,11 +63,20 @@ def rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
     if rho is None:
         rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
     d = G.D.ravel(order="K")  # ||D||_F as np.linalg.norm computes it, sqrt(d @ d)
-    gain = math.sqrt(float(d.dot(d))) + 2.0 * float(hsv.sum())  # >= ||G||_inf
+    with np.errstate(over="ignore"):
+        dd = float(d.dot(d))
+    norm_D = math.sqrt(dd) if dd < math.inf else _scaled_norm(d)  # |d| > 1.3e154: d @ d = inf
+    gain = norm_D + 2.0 * float(hsv.sum())  # >= ||G||_inf
     unit = ROUNDING_FACTOR * n * _EPS * gain
     base = unit / max(1.0 - rho * rho, _EPS)
     delta = floor / n  # absolute accuracy of one computed HSV
     return base + 2.0 * delta * np.arange(n, -1.0, -1.0), unit  # n - k for k = 0..n
+
+def _scaled_norm(d: np.ndarray) -> float:
+    """``||d||_2`` without overflow of the squares (entries beyond ~1e154)."""
+    big = float(np.max(np.abs(d)))
+    return big * math.sqrt(float((d / big) @ (d / big)))
+
 
 #: Uniform angles of the sampled resolvent norms, and the most pole angles added to them.
 N_ANGLES = 32
