@@ -18,6 +18,7 @@ import scipy.linalg as sla
 from scipy.linalg import lapack
 from scipy.sparse.linalg import norm as sparse_norm
 
+from lti._jit import kernel
 from lti._order import Rule, select_order
 from lti._rounding import rounding_terms
 from lti._validation import stability_margin
@@ -131,10 +132,70 @@ def orth(M: np.ndarray) -> np.ndarray:
     return Q
 
 
+def _power_norm_py(L):
+    """The power iteration of :func:`norm2` on ``K = L^T L`` applied as ``L^T (L x)`` (``L``
+    (n, k), C order): started from ``K``'s column with the largest diagonal entry, at most
+    20 steps, until the estimate changes by at most 1e-3 of itself; -1.0 when an iterate
+    vanishes (the caller then returns ``max |L|``). Compiled by :mod:`lti._jit` (no
+    ``K``: ``2 n k`` flops per step and no Python per step); also runs as plain Python."""
+    n, k = L.shape
+    jb, best = 0, -1.0
+    for j in range(k):  # K's diagonal: the squared column norms
+        t = 0.0
+        for i in range(n):
+            t += L[i, j] * L[i, j]
+        if t > best:
+            jb, best = j, t
+    x = np.zeros(k)
+    y = np.empty(n)
+    for i in range(n):  # x = L^T L[:, jb], K's column jb
+        li = L[i, jb]
+        for j in range(k):
+            x[j] += L[i, j] * li
+    nx = 0.0
+    for j in range(k):
+        nx += x[j] * x[j]
+    nx = np.sqrt(nx)
+    if nx == 0.0:
+        return -1.0
+    for j in range(k):
+        x[j] /= nx
+    est = 0.0
+    for _ in range(20):
+        for i in range(n):  # y = L x
+            t = 0.0
+            for j in range(k):
+                t += L[i, j] * x[j]
+            y[i] = t
+        for j in range(k):
+            x[j] = 0.0
+        for i in range(n):  # x = L^T y
+            yi = y[i]
+            for j in range(k):
+                x[j] += L[i, j] * yi
+        ny = 0.0
+        for j in range(k):
+            ny += x[j] * x[j]
+        ny = np.sqrt(ny)
+        if ny == 0.0:
+            return -1.0
+        for j in range(k):
+            x[j] /= ny
+        prev, est = est, np.sqrt(ny)
+        if abs(est - prev) <= 1e-3 * est:
+            break
+    return est
+
+
+_power_norm = kernel(_power_norm_py, fastmath=True)
+
+
 def norm2(L: np.ndarray) -> float:
     """Estimate of the spectral norm ||L||_2 (power iteration on K = L^T L, started from
-    the column of K with the largest diagonal entry; K applied as L^T (L x) beyond 128
-    columns: O(n^2) per step instead of the n^3 product)."""
+    the column of K with the largest diagonal entry, at least ``max |L|``). Up to 128
+    columns K is applied as L^T (L x) in one compiled loop (:func:`_power_norm_py`) or,
+    without the compiled kernels, formed; beyond, as L^T (L x) by BLAS. The same iteration
+    everywhere: the variants agree to rounding."""
     if L.size == 0:
         return 0.0
     big = float(abs(L).max())
@@ -144,10 +205,12 @@ def norm2(L: np.ndarray) -> float:
         e = math.frexp(big)[1]  # exact scaling: the estimate of L 2^-e, times 2^e
         return math.ldexp(norm2(np.ldexp(L, -e)), e)
     formed = L.shape[1] <= 128
-    if formed and not (L.flags.c_contiguous or L.flags.f_contiguous):
-        # e.g. the Schur path's row-reversed Lc: L^T L copied the view anyway (bit for bit
-        # the same); |L| read it strided. (Above 128 columns the strided matrix-vector
-        # products do not go through BLAS, and a copy would change their last bits.)
+    kern = _power_norm.compiled() if formed else None  # (above: BLAS's matrix-vector
+    if kern is not None:                                 # products are faster than its loops)
+        return max(float(kern(np.ascontiguousarray(L, dtype=np.float64))), big)
+    if not (L.flags.c_contiguous or L.flags.f_contiguous):
+        # e.g. the Schur path's row-reversed Lc: strided matrix-vector products do not go
+        # through BLAS (n = 256: 0.53 ms with the view, 0.15 ms with the copy)
         L = np.ascontiguousarray(L)
     # ndarray methods, not the np.* wrappers or matmul: the same BLAS calls, bit for bit
     if formed:

@@ -26,11 +26,12 @@ the complex Schur form, all frequencies at once. That makes the term an estimate
 a bound; the first-order norm bound itself overestimates the measured rounding by 17x or
 more on every system measured (see BalancedTruncation.rounding_term).
 
-With the optional compiled kernels (:mod:`lti._jit`) the sampled norms come from a
-substitution in the real quasi-triangular ``T`` itself (2x2 blocks solved in closed form,
-real coefficients on the real and imaginary parts: half the flops of the complex triangle,
-no Python loop per row); otherwise from NumPy on the complex triangle. Both compute the
-same norms; they agree to rounding (``tests/lti/test_rounding_kernel.py``).
+With the optional compiled kernels (:mod:`lti._jit`) the sampled norms come from one
+compiled call that substitutes in the real quasi-triangular ``T`` itself, for both sides
+(2x2 blocks solved in closed form, their inverses per point shared by the two sides, real
+coefficients on the real and imaginary parts: half the flops of the complex triangle, no
+Python loop per row); otherwise from NumPy on the complex triangle. Both compute the same
+norms; they agree to rounding (``tests/lti/test_rounding_kernel.py``).
 """
 
 from __future__ import annotations
@@ -101,131 +102,175 @@ def _angles(lam: np.ndarray) -> np.ndarray:
     return theta[keep]
 
 
-def _resolvent_norms_py(T, B, zr, zi):
-    """``||(z_k I - T)^{-1} B||_F`` for ``z_k = zr[k] + i zi[k]``: ``T`` real upper
-    quasi-triangular (C order; a nonzero ``T[i, i-1]`` marks a 2x2 block), ``B`` real (n, m).
+def _resolvent_norms_py(T, B, Ct, zr, zi):
+    """``(rb, cr)``: ``rb[k] = ||(z_k I - T)^{-1} B||_F`` and ``cr[k] = ||C (z_k I - T)^{-1}||_F
+    = ||(z_k I - T^T)^{-1} C^T||_F`` for ``z_k = zr[k] + i zi[k]``; ``T`` (n, n) real upper
+    quasi-triangular (a nonzero ``T[i + 1, i]`` starts a 2x2 block), ``B`` (n, m) and
+    ``Ct = C^T`` (n, p) real.
 
-    Back substitution for all K points at once, row by row from the bottom: the sums
-    ``T[i, i+1:] X[i+1:]`` have real coefficients, so they act on the real and imaginary
-    parts alike (``X`` stores them side by side, 2 K m reals per row, four rows per pass;
-    both rows of a 2x2 block in the same pass); a 1x1 block divides by ``z - t_ii``, a 2x2
-    block ``[[a, b], [c, d]]`` is solved by its adjugate over ``det(zI - block) = (z - l1)
-    (z - l2)`` (its eigenvalues: no cancellation near a pole). The complex arithmetic per
-    point is written out in reals, operation for operation as numba (and CPython) evaluate
-    the complex expressions ``1 / (z - t)``, ``(z - d) / det``, ... (the CPython division
-    algorithm): the same bits as the complex code it replaced, in loops over the points.
-    Compiled by :mod:`lti._jit`; also runs, slowly, as plain Python.
+    Both sides in one call. First, per diagonal block and point, the entries of
+    ``(z I - block)^{-1}`` (``T`` and ``T^T`` have the same blocks up to transposition, so
+    both sweeps share them): a 1x1 block at row i, ``D[i] = 1 / (z - t_ii)``; a 2x2 block
+    ``[[a, b], [c, d]]`` at rows i, i + 1, ``D[i] = (z - d) / det``, ``D[i + 1] = (z - a) /
+    det``, ``O[i] = b / det``, ``O[i + 1] = c / det`` with ``det = (z - l1)(z - l2)`` from
+    its eigenvalues (no cancellation near a pole); inverses as ``conj(e) / |e|^2``, one
+    division per point (``|e| >= 1 - |lambda|`` on the unit circle for a stable ``T``: no
+    over- or underflow). Then a back substitution with ``T`` for ``B`` and a forward one
+    with ``T^T`` (read from ``T``: no transposed copy) for ``C^T``, all K points at once.
+    The sums ``sum_l t_il X[l]`` have real coefficients, so they act on the real and
+    imaginary parts alike: ``X`` holds, per row, the real parts of column j at
+    ``2 K j + k`` and the imaginary parts at ``2 K j + K + k``. Rows are solved in groups
+    of up to four (whole blocks): the sums over the rows already solved run for the four
+    rows of a group in one pass over ``X`` (four rows of it at a time: sixteen products per
+    four loads), then the group's own rows one block after the other. Compiled by
+    :mod:`lti._jit`; also runs, slowly, as plain Python.
     """
-    n, m = B.shape
+    n = T.shape[0]
     K = zr.shape[0]
-    w = 2 * K * m
-    X = np.zeros((n, w))
-    a1 = np.empty(w)
-    a2 = np.empty(w)
-    out = np.zeros(K)
-    acc = np.empty(K)
-    cr = np.empty((4, K))  # real parts of p, q, bb, cc (2x2) / inv (1x1: row 0)
-    ci = np.empty((4, K))
-    i = n - 1
-    while i >= 0:
-        two = i > 0 and T[i, i - 1] != 0.0
-        top = i - 1 if two else i
-        for col in range(w):
-            a1[col] = 0.0
-            a2[col] = 0.0
-        l = i + 1
-        while l + 4 <= n:
-            t0, t1, t2, t3 = T[i, l], T[i, l + 1], T[i, l + 2], T[i, l + 3]
-            x0, x1, x2, x3 = X[l], X[l + 1], X[l + 2], X[l + 3]
-            if two:  # both rows of the block in one pass over X[l:l+4]
-                s0, s1, s2, s3 = T[top, l], T[top, l + 1], T[top, l + 2], T[top, l + 3]
-                for col in range(w):
-                    v0, v1, v2, v3 = x0[col], x1[col], x2[col], x3[col]
-                    a1[col] += t0 * v0 + t1 * v1 + t2 * v2 + t3 * v3
-                    a2[col] += s0 * v0 + s1 * v1 + s2 * v2 + s3 * v3
-            else:
-                for col in range(w):
-                    a1[col] += t0 * x0[col] + t1 * x1[col] + t2 * x2[col] + t3 * x3[col]
-            l += 4
-        while l < n:
-            t0, x0 = T[i, l], X[l]
-            if two:
-                s0 = T[top, l]
-                for col in range(w):
-                    v0 = x0[col]
-                    a1[col] += t0 * v0
-                    a2[col] += s0 * v0
-            else:
-                for col in range(w):
-                    a1[col] += t0 * x0[col]
-            l += 1
-        for k in range(K):
-            acc[k] = 0.0
-        if two:
-            a, b, c, d = T[top, top], T[top, i], T[i, top], T[i, i]
+    start = np.empty(n, dtype=np.int64)  # diagonal blocks: first row and size, ascending
+    size = np.empty(n, dtype=np.int64)
+    nb = 0
+    i = 0
+    while i < n:
+        start[nb] = i
+        size[nb] = 2 if i < n - 1 and T[i + 1, i] != 0.0 else 1
+        i += size[nb]
+        nb += 1
+    Dr = np.empty((n, K))
+    Di = np.empty((n, K))
+    Or = np.zeros((n, K))
+    Oi = np.zeros((n, K))
+    for kb in range(nb):
+        i = start[kb]
+        if size[kb] == 2:
+            a, b, c, d = T[i, i], T[i, i + 1], T[i + 1, i], T[i + 1, i + 1]
             h = 0.5 * (a + d)
             disc = np.sqrt(complex(0.25 * (a - d) * (a - d) + b * c))
-            l1r, l1i = h + disc.real, 0.0 + disc.imag  # h + disc (float + complex)
-            l2r, l2i = h - disc.real, 0.0 - disc.imag
+            l1r, l1i = h + disc.real, disc.imag
+            l2r, l2i = h - disc.real, -disc.imag
             for k in range(K):
-                zrk, zik = zr[k], zi[k]
-                ur, ui = zrk - l1r, zik - l1i  # z - l1
-                vr, vi = zrk - l2r, zik - l2i
-                er, ei = ur * vr - ui * vi, ur * vi + ui * vr  # (z - l1)(z - l2)
-                if abs(er) >= abs(ei):
-                    ratio = ei / er
-                    den = er + ei * ratio
-                    ir, ii = (1.0 + 0.0 * ratio) / den, (0.0 - 1.0 * ratio) / den
-                else:
-                    ratio = er / ei
-                    den = er * ratio + ei
-                    ir, ii = (1.0 * ratio + 0.0) / den, (0.0 * ratio - 1.0) / den
-                sr, si = zrk - d, zik - 0.0  # z - d
-                cr[0, k], ci[0, k] = sr * ir - si * ii, sr * ii + si * ir  # p
-                sr, si = zrk - a, zik - 0.0
-                cr[1, k], ci[1, k] = sr * ir - si * ii, sr * ii + si * ir  # q
-                cr[2, k], ci[2, k] = b * ir - 0.0 * ii, b * ii + 0.0 * ir  # bb = b inv
-                cr[3, k], ci[3, k] = c * ir - 0.0 * ii, c * ii + 0.0 * ir  # cc
-            for j in range(m):
-                b1, b2 = B[top, j], B[i, j]
-                for k in range(K):
-                    col = 2 * (k * m + j)
-                    s1r, s1i = b1 + a2[col], a2[col + 1]
-                    s2r, s2i = b2 + a1[col], a1[col + 1]
-                    pr, pi, qr, qi = cr[0, k], ci[0, k], cr[1, k], ci[1, k]
-                    br_, bi_, cr_, ci_ = cr[2, k], ci[2, k], cr[3, k], ci[3, k]
-                    y1r = (pr * s1r - pi * s1i) + (br_ * s2r - bi_ * s2i)
-                    y1i = (pr * s1i + pi * s1r) + (br_ * s2i + bi_ * s2r)
-                    y2r = (cr_ * s1r - ci_ * s1i) + (qr * s2r - qi * s2i)
-                    y2i = (cr_ * s1i + ci_ * s1r) + (qr * s2i + qi * s2r)
-                    X[top, col], X[top, col + 1] = y1r, y1i
-                    X[i, col], X[i, col + 1] = y2r, y2i
-                    acc[k] = acc[k] + (y1r * y1r + y1i * y1i) + (y2r * y2r + y2i * y2i)
+                ur, ui = zr[k] - l1r, zi[k] - l1i
+                vr, vi = zr[k] - l2r, zi[k] - l2i
+                er, ei = ur * vr - ui * vi, ur * vi + ui * vr  # det
+                g = 1.0 / (er * er + ei * ei)
+                ir, ii = er * g, -ei * g  # 1 / det
+                sr = zr[k] - d
+                Dr[i, k], Di[i, k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
+                sr = zr[k] - a
+                Dr[i + 1, k], Di[i + 1, k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
+                Or[i, k], Oi[i, k] = b * ir, b * ii
+                Or[i + 1, k], Oi[i + 1, k] = c * ir, c * ii
         else:
             t = T[i, i]
             for k in range(K):
-                er, ei = zr[k] - t, zi[k] - 0.0
-                if abs(er) >= abs(ei):
-                    ratio = ei / er
-                    den = er + ei * ratio
-                    cr[0, k], ci[0, k] = (1.0 + 0.0 * ratio) / den, (0.0 - 1.0 * ratio) / den
+                er, ei = zr[k] - t, zi[k]
+                g = 1.0 / (er * er + ei * ei)
+                Dr[i, k], Di[i, k] = er * g, -ei * g
+    rb = np.zeros(K)
+    cr = np.zeros(K)
+    cf = np.zeros((4, 4))
+    for side in range(2):
+        forward = side == 1  # C side: (zI - T^T) Y = C^T, from the top; T^T[i, l] = T[l, i]
+        F = Ct if forward else B
+        acc = cr if forward else rb
+        q = F.shape[1]
+        w = 2 * K * q
+        X = np.empty((n, w))
+        A = np.empty((4, w))
+        done = 0  # blocks solved
+        while done < nb:
+            # the next group: whole blocks in sweep order, at most four rows g0..g1
+            kb = done if forward else nb - 1 - done
+            g0, g1 = start[kb], start[kb] + size[kb] - 1
+            cnt = 1
+            while done + cnt < nb:
+                nxt = kb + cnt if forward else kb - cnt
+                lo_, hi_ = (g0, start[nxt] + size[nxt] - 1) if forward else (start[nxt], g1)
+                if hi_ - lo_ + 1 > 4:
+                    break
+                g0, g1 = lo_, hi_
+                cnt += 1
+            G = g1 - g0 + 1
+            lo, hi = (0, g0) if forward else (g1 + 1, n)  # rows solved before the group
+            for r in range(4):
+                for col in range(w):
+                    A[r, col] = 0.0
+            l = lo
+            while l < hi:
+                nl = min(4, hi - l)
+                for r in range(4):
+                    for c4 in range(4):
+                        if r < G and c4 < nl:
+                            cf[r, c4] = T[l + c4, g0 + r] if forward else T[g0 + r, l + c4]
+                        else:
+                            cf[r, c4] = 0.0
+                c00, c01, c02, c03 = cf[0, 0], cf[0, 1], cf[0, 2], cf[0, 3]
+                c10, c11, c12, c13 = cf[1, 0], cf[1, 1], cf[1, 2], cf[1, 3]
+                c20, c21, c22, c23 = cf[2, 0], cf[2, 1], cf[2, 2], cf[2, 3]
+                c30, c31, c32, c33 = cf[3, 0], cf[3, 1], cf[3, 2], cf[3, 3]
+                if nl == 4:
+                    x0, x1, x2, x3 = X[l], X[l + 1], X[l + 2], X[l + 3]
+                    A0, A1, A2, A3 = A[0], A[1], A[2], A[3]
+                    for col in range(w):
+                        v0, v1, v2, v3 = x0[col], x1[col], x2[col], x3[col]
+                        A0[col] += c00 * v0 + c01 * v1 + c02 * v2 + c03 * v3
+                        A1[col] += c10 * v0 + c11 * v1 + c12 * v2 + c13 * v3
+                        A2[col] += c20 * v0 + c21 * v1 + c22 * v2 + c23 * v3
+                        A3[col] += c30 * v0 + c31 * v1 + c32 * v2 + c33 * v3
                 else:
-                    ratio = er / ei
-                    den = er * ratio + ei
-                    cr[0, k], ci[0, k] = (1.0 * ratio + 0.0) / den, (0.0 * ratio - 1.0) / den
-            for j in range(m):
-                bj = B[i, j]
-                for k in range(K):
-                    col = 2 * (k * m + j)
-                    sr, si = bj + a1[col], a1[col + 1]
-                    ir, ii = cr[0, k], ci[0, k]
-                    yr, yi = sr * ir - si * ii, sr * ii + si * ir
-                    X[i, col], X[i, col + 1] = yr, yi
-                    acc[k] = acc[k] + (yr * yr + yi * yi)
-        for k in range(K):
-            out[k] += acc[k]
-        i = top - 1
-    return np.sqrt(out)
+                    for c4 in range(nl):
+                        x0 = X[l + c4]
+                        for r in range(G):
+                            cc = cf[r, c4]
+                            Ar = A[r]
+                            for col in range(w):
+                                Ar[col] += cc * x0[col]
+                l += nl
+            for step in range(cnt):  # the group's blocks, one after the other
+                kb2 = kb + step if forward else kb - step
+                top, bot = start[kb2], start[kb2] + size[kb2] - 1
+                # sums over the rows of the group solved already
+                glo, ghi = (g0, top) if forward else (bot + 1, g1 + 1)
+                for l2 in range(glo, ghi):
+                    x0 = X[l2]
+                    for r in range(top, bot + 1):
+                        cc = T[l2, r] if forward else T[r, l2]
+                        Ar = A[r - g0]
+                        for col in range(w):
+                            Ar[col] += cc * x0[col]
+                if bot > top:
+                    # back: y1 = D[top] s1 + O[top] s2, y2 = O[bot] s1 + D[bot] s2; forward
+                    # (T^T's block [[a, c], [b, d]]): the two off-diagonal coefficients swap
+                    o1, o2 = (bot, top) if forward else (top, bot)
+                    a1, a2 = A[bot - g0], A[top - g0]
+                    for j in range(q):
+                        f1, f2 = F[top, j], F[bot, j]
+                        re, im = 2 * K * j, 2 * K * j + K
+                        for k in range(K):
+                            s1r, s1i = f1 + a2[re + k], a2[im + k]
+                            s2r, s2i = f2 + a1[re + k], a1[im + k]
+                            pr, pi, qr, qi = Dr[top, k], Di[top, k], Dr[bot, k], Di[bot, k]
+                            br, bi, gr, gi = Or[o1, k], Oi[o1, k], Or[o2, k], Oi[o2, k]
+                            y1r = (pr * s1r - pi * s1i) + (br * s2r - bi * s2i)
+                            y1i = (pr * s1i + pi * s1r) + (br * s2i + bi * s2r)
+                            y2r = (gr * s1r - gi * s1i) + (qr * s2r - qi * s2i)
+                            y2i = (gr * s1i + gi * s1r) + (qr * s2i + qi * s2r)
+                            X[top, re + k], X[top, im + k] = y1r, y1i
+                            X[bot, re + k], X[bot, im + k] = y2r, y2i
+                            acc[k] += (y1r * y1r + y1i * y1i) + (y2r * y2r + y2i * y2i)
+                else:
+                    a1 = A[top - g0]
+                    for j in range(q):
+                        fj = F[top, j]
+                        re, im = 2 * K * j, 2 * K * j + K
+                        for k in range(K):
+                            sr, si = fj + a1[re + k], a1[im + k]
+                            ir, ii = Dr[top, k], Di[top, k]
+                            yr, yi = sr * ir - si * ii, sr * ii + si * ir
+                            X[top, re + k], X[top, im + k] = yr, yi
+                            acc[k] += yr * yr + yi * yi
+            done += cnt
+    return np.sqrt(rb), np.sqrt(cr)
 
 
 _resolvent_norms = _jit.kernel(_resolvent_norms_py)
@@ -257,12 +302,11 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None,
     if kern is not None:  # on the real quasi-triangular T (the triangle is not needed)
         theta = _angles(quasi_triangular_eigvals(T) if eigenvalues is None else eigenvalues())
         zr, zi = np.cos(theta), np.sin(theta)
-        Tr = np.ascontiguousarray(T, dtype=np.float64)
-        rb = kern(Tr, np.ascontiguousarray(B, dtype=np.float64), zr, zi)
-        # C R = (R^T C^T)^T and P (zI - T^T) P = zI - T' with T' = P T^T P upper
-        # quasi-triangular (P the reversal): ||C R||_F = ||(zI - T')^{-1} P C^T||_F
-        cr = kern(np.ascontiguousarray(Tr.T[::-1, ::-1]),
-                  np.ascontiguousarray(C.T[::-1], dtype=np.float64), zr, zi)
+        # both sides in one call: ||R B||_F by back substitution with T, ||C R||_F =
+        # ||(zI - T^T)^{-1} C^T||_F by forward substitution with T^T (read from T)
+        rb, cr = kern(np.ascontiguousarray(T, dtype=np.float64),
+                      np.ascontiguousarray(B, dtype=np.float64),
+                      np.ascontiguousarray(C.T, dtype=np.float64), zr, zi)
         return float(np.max(rb * cr)), float(np.max(cr)), float(np.max(rb))
     # complex Schur form T = U Tc U^H (U: one rotation per 2x2 block), applied to C and B^T
     if triangle is None:

@@ -43,7 +43,7 @@ def test_schur_rounding_norms_are_numpys():
     assert schur_rounding(T, B, C, 4.0) == ref
 
 
-def _schur_system(n, rho, seed, m):
+def _schur_system(n, rho, seed, m, p):
     from lti._rounding import _angles
     from lti._schur import quasi_triangular_eigvals
     from lti.lyapunov import real_schur
@@ -54,7 +54,8 @@ def _schur_system(n, rho, seed, m):
     S = real_schur(A)
     theta = _angles(quasi_triangular_eigvals(S.T))
     B = np.ascontiguousarray(S.Z.T @ rng.standard_normal((n, m)))
-    return np.ascontiguousarray(S.T), B, np.cos(theta), np.sin(theta)
+    Ct = np.ascontiguousarray(S.Z.T @ rng.standard_normal((n, p)))  # C^T of C = c Z
+    return np.ascontiguousarray(S.T), B, Ct, np.cos(theta), np.sin(theta)
 
 
 def _complex_reference(T, B, zr, zi):  # dense complex solves, one point at a time
@@ -63,14 +64,20 @@ def _complex_reference(T, B, zr, zi):  # dense complex solves, one point at a ti
                      for a, b in zip(zr, zi, strict=True)])
 
 
-@pytest.mark.parametrize("n, rho, seed, m", [(1, 0.5, 0, 1), (2, 0.9, 1, 2), (7, 0.9999, 2, 3),
-                                             (12, 0.95, 3, 2), (13, 0.9999, 4, 1)])
-def test_resolvent_kernel_source_is_the_compiled_kernel_bit_for_bit(n, rho, seed, m):
+@pytest.mark.parametrize("n, rho, seed, m, p", [(1, 0.5, 0, 1, 1), (2, 0.9, 1, 2, 1),
+                                                (7, 0.9999, 2, 3, 2), (12, 0.95, 3, 2, 3),
+                                                (13, 0.9999, 4, 1, 1), (30, 0.99, 5, 2, 2)])
+def test_resolvent_kernel_source_is_the_compiled_kernel_bit_for_bit(n, rho, seed, m, p):
+    """Both sides of the fused kernel against dense complex solves: ``||R B||_F`` and
+    ``||C R||_F = ||R^T C^T||_F`` (back and forward substitution, groups of four rows)."""
     import lti._rounding as rnd
 
-    T, B, zr, zi = _schur_system(n, rho, seed, m)
-    py = rnd._resolvent_norms_py(T, B, zr, zi)  # the kernel's source run as Python
-    np.testing.assert_allclose(py, _complex_reference(T, B, zr, zi), rtol=1e-12, atol=0)
+    T, B, Ct, zr, zi = _schur_system(n, rho, seed, m, p)
+    rb, cr = rnd._resolvent_norms_py(T, B, Ct, zr, zi)  # the kernel's source run as Python
+    np.testing.assert_allclose(rb, _complex_reference(T, B, zr, zi), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(cr, _complex_reference(T.T, Ct, zr, zi), rtol=1e-12, atol=0)
     kern = rnd._resolvent_norms.compiled()
-    if kern is not None:  # the per-point complex arithmetic written out in reals: same bits
-        np.testing.assert_array_equal(kern(T, B, zr, zi), py)
+    if kern is not None:  # the same operations compiled: the same bits
+        got = kern(T, B, Ct, zr, zi)
+        np.testing.assert_array_equal(got[0], rb)
+        np.testing.assert_array_equal(got[1], cr)
