@@ -32,6 +32,22 @@ def _check_rtol(name: str, value) -> float:
     return float(value)
 
 
+def _checked_result(result, *needed: str) -> tuple:
+    """``(reduced, n_unstable)`` of a reduction result (BalancedTruncation,
+    HankelNormApproximation, WeightedBalancedTruncation: their ``error_bound`` and
+    ``lower_bound`` all bound the plain ``||G - G_r||_inf``; only balanced truncation keeps
+    unstable states, ``n_unstable`` 0 otherwise), with a typed error naming what is missing."""
+    missing = [a for a in ("reduced",) + needed if not hasattr(result, a)]
+    if missing:
+        raise InvalidArgumentError(
+            "`result` must be a reduction result (lti.BalancedTruncation, "
+            "HankelNormApproximation or WeightedBalancedTruncation); got "
+            f"{type(result).__name__} without {', '.join(missing)}"
+        )
+    Gr = as_discrete_system(result.reduced, "result.reduced")
+    return Gr, int(getattr(result, "n_unstable", 0))
+
+
 def _stable_parts(G: DiscreteLTI, Gr: DiscreteLTI, n_unstable: int):
     """The stable parts of G and of Gr (whose unstable states come last)."""
     if n_unstable == 0:
@@ -57,8 +73,8 @@ def reduction_error(sys, result) -> float:
     ----------
     sys : DiscreteLTI or control.StateSpace
         The original system.
-    result : BalancedTruncation
-        Result of :func:`lti.balanced_truncation` for `sys`.
+    result : BalancedTruncation, HankelNormApproximation or WeightedBalancedTruncation
+        A reduction of `sys` (anything with ``reduced``; ``n_unstable`` 0 when absent).
 
     Returns
     -------
@@ -85,8 +101,8 @@ def reduction_error(sys, result) -> float:
     True
     """
     G = as_discrete_system(sys)
-    Gr = as_discrete_system(result.reduced, "result.reduced")
-    return _stable_error(*_stable_parts(G, Gr, int(result.n_unstable)))
+    Gr, nu = _checked_result(result)
+    return _stable_error(*_stable_parts(G, Gr, nu))
 
 
 def _stable_error(Gs: DiscreteLTI, Grs: DiscreteLTI) -> float:
@@ -108,7 +124,7 @@ def rounding_term(sys, result) -> float:
     ----------
     sys : DiscreteLTI or control.StateSpace
         The original system.
-    result : BalancedTruncation
+    result : BalancedTruncation, HankelNormApproximation or WeightedBalancedTruncation
         Its reduction.
 
     Returns
@@ -129,8 +145,8 @@ def rounding_term(sys, result) -> float:
     if rt is not None:
         return float(rt)
     G = as_discrete_system(sys)
-    Gr = as_discrete_system(result.reduced, "result.reduced")
-    Gs, _ = _stable_parts(G, Gr, int(result.n_unstable))
+    Gr, nu = _checked_result(result, "hsv")
+    Gs, _ = _stable_parts(G, Gr, nu)
     return _local_rounding_term(Gs, np.asarray(result.hsv, dtype=np.float64))
 
 
@@ -150,9 +166,10 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-9, atol=None
     ----------
     sys : DiscreteLTI or control.StateSpace
         The original system G.
-    result : BalancedTruncation
+    result : BalancedTruncation, HankelNormApproximation or WeightedBalancedTruncation
         Its reduction (anything with ``reduced``, ``lower_bound``, ``error_bound``,
-        ``hsv`` and ``n_unstable``; ``rounding_term`` when the result states one).
+        ``order`` and ``hsv``; ``n_unstable`` 0 when absent; ``rounding_term`` when the
+        result states one). The bounds of all three bound the plain ``||G - G_r||_inf``.
     rtol : float, optional
         Relative slack on both bounds for the accuracy of the measured H-infinity norm
         (:func:`lti.hinf_norm` with its default ``tol = 1e-10`` is within ``2e-10``
@@ -190,8 +207,8 @@ def assert_reduction_within_bounds(sys, result, *, rtol: float = 1e-9, atol=None
     """
     rtol = _check_rtol("rtol", rtol)
     G = as_discrete_system(sys)
-    Gr = as_discrete_system(result.reduced, "result.reduced")
-    Gs, Grs = _stable_parts(G, Gr, int(result.n_unstable))
+    Gr, nu = _checked_result(result, "lower_bound", "error_bound", "order")
+    Gs, Grs = _stable_parts(G, Gr, nu)
     if atol is None:
         if getattr(result, "rounding_term", None) is not None:
             atol = 0.0  # already inside error_bound and lower_bound
