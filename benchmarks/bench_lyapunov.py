@@ -26,7 +26,9 @@ The ratio table also gives both lti times as multiples of ONE real Schur decompo
 ``A`` (``scipy.linalg.schur``, timed in the same run): the floor of any Schur-based dense
 solver (the factored Smith path needs no Schur form and can go below it; the last two
 columns name the paths the factor and the solve took: for the solve "schur+F" when Q's low-rank
-factor gives the Schur-coordinate right-hand side, "+refine" when the refinement step ran,
+factor gives the Schur-coordinate right-hand side, "+refine(slow)" when the default
+refine="auto" kept its O(n^2) correction of the slowest modes, "+refine" when the full
+refinement step ran,
 "+refine(single)" when its correction ran in single precision, "+refine(single, bt double)"
 when its back-transform had to be redone in double).
 
@@ -124,11 +126,12 @@ def factor_path(kind, A, B) -> str:
 def solve_path(kind, A, Q) -> str:
     """Which path ``solve_discrete_lyapunov(A, Q)`` (method "auto") takes, re-derived outside
     the timing: "diagonal", "smith" (X = L L^T, Q of low rank), or "schur" with "+F" when the
-    Schur-coordinate right-hand side comes from Q's low-rank factor and "+refine" when the
-    residual-triggered refinement step runs ("+refine(single)" when its correction was
+    Schur-coordinate right-hand side comes from Q's low-rank factor, "+refine(slow)" when the
+    default refine="auto" kept the O(n^2) slow-mode correction, and "+refine" when the full
+    residual-triggered refinement step ran ("+refine(single)" when its correction was
     solved in single precision and kept by its probe check, "+refine(single, bt double)"
     when that needed the back-transform in double precision)."""
-    from lti import _stein
+    from lti import _stein, _stein_slow
     from lti._schur import real_schur
     from lti._validation import symmetrize_
     from lti.lyapunov import _factored_solve
@@ -140,9 +143,17 @@ def solve_path(kind, A, Q) -> str:
         return "smith"
     S = real_schur(A)
     X0 = _stein.solve_schur(A, Q, S, factor=F)
+    path = "schur" + ("+F" if F is not None else "")
+    basis, leaf = _stein_slow.invariant_basis.compiled(), _stein._leaf_kernel.compiled()
+    if A.shape[0] >= _stein._SLOW_MIN and basis is not None and leaf is not None:
+        probe = _stein_slow.ResidualProbe(A, X0, Q, F)  # refine="auto", as solve_schur
+        if probe.estimate() <= _stein.REFINE_RTOL * _stein.fro_norm(Q):
+            return path
+        corr = _stein_slow.slow_correction(A, X0, Q, F, S, basis, leaf)
+        if corr is not None and probe.ratio(*corr) <= _stein_slow.SLOW_TOL:
+            return path + "+refine(slow)"
     R = symmetrize_((A @ X0) @ A.T - X0 + Q)  # as solve_schur computes it
     r0 = np.linalg.norm(R) / np.linalg.norm(Q)
-    path = "schur" + ("+F" if F is not None else "")
     if not r0 > _stein.REFINE_RTOL:
         return path
     bt = None

@@ -15,6 +15,7 @@ from scipy.linalg import blas
 from lti._hammarling import schur_form_factor
 from lti._jit import enabled, kernel
 from lti._schur import SchurForm, complex_triangle, ct, real_schur
+from lti._stein_slow import SLOW_TOL, ResidualProbe, add_low_rank_, invariant_basis, slow_correction
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
 
@@ -287,7 +288,7 @@ def solve_schur(
     Q: np.ndarray,
     schur: SchurForm | None = None,
     *,
-    refine: bool = False,
+    refine: bool | str = False,
     factor: np.ndarray | None = None,
 ) -> np.ndarray:
     """``M X M^H - X + Q = 0`` on the Schur form of ``M``. ``factor``: ``F`` with
@@ -295,7 +296,15 @@ def solve_schur(
     right-hand side is ``(Z^H F)(Z^H F)^H`` at O(n^2 k) instead of two n^3 products; for
     real data with compiled kernels (n >= ``_FACTOR_PASS_MIN``) the first solve is then
     ``X = L L^T`` from Hammarling's factor (:func:`_factor_first_pass`) instead of the
-    recursion and the congruence."""
+    recursion and the congruence.
+    ``refine``: ``False`` none; ``True`` the full refinement step (:func:`_refine_full`)
+    when the relative residual exceeds ``REFINE_RTOL``; ``"auto"``: for real data with
+    compiled kernels and n >= ``_SLOW_MIN``, the residual is first estimated with
+    ``lti._stein_slow.PROBE_COUNT`` probe vectors (O(n^2)) and nothing more is done when
+    the estimate is at most ``REFINE_RTOL``; else the slow-mode correction
+    (:func:`lti._stein_slow.slow_correction`, O(n^2)) is kept when the probes show it
+    leaving at most ``SLOW_TOL`` of the residual; otherwise (and below ``_SLOW_MIN``, for
+    complex data, without compiled kernels) as ``True``."""
     n = M.shape[0]
     if n == 0:
         return np.zeros((0, 0), dtype=np.result_type(M, Q))
@@ -318,20 +327,45 @@ def solve_schur(
         X = _factor_first_pass(schur, factor)
     else:
         X = congruence(Z, recursion.symmetric((0, n), to_schur(Q, factor)))
-    if refine:
-        R = symmetrize_((M @ X) @ ct(M) - X + Q)
-        norm_r, norm_q = fro_norm(R), fro_norm(Q)
-        if norm_r > REFINE_RTOL * norm_q:
-            single = n >= _SINGLE_MIN and norm_r <= _SINGLE_MAX_RESIDUAL * norm_q
-            dX = _single_correction(M, R, T, Z) if single else None
-            if dX is None:
-                dX = congruence(Z, recursion.symmetric((0, n), to_schur(R)))
-                # a hopeless (e.g. strongly non-normal, rho ~ 1) equation: a correction that
-                # the probes show raising the residual is dropped (100 states: 4.6e+05 would
-                # have become 3.4e+08)
-                if not _probe_ratio(M, R, dX) < 1.0:
-                    return X
-            X += dX  # both exactly Hermitian (congruence), so is the sum
+    if not refine:
+        return X
+    if (refine == "auto" and n >= _SLOW_MIN and not np.iscomplexobj(T)
+            and not np.iscomplexobj(Q) and not np.iscomplexobj(M)):
+        basis, leaf = invariant_basis.compiled(), _leaf_kernel.compiled()
+        if basis is not None and leaf is not None:
+            F = factor if factor is not None and factor.dtype == np.float64 else None
+            probe = ResidualProbe(M, X, Q, F)
+            if probe.estimate() <= REFINE_RTOL * fro_norm(Q):
+                return X
+            corr = slow_correction(M, X, Q, F, schur, basis, leaf)
+            if corr is not None and probe.ratio(*corr) <= SLOW_TOL:
+                return add_low_rank_(X, *corr, mirror_upper_)
+    return _refine_full(M, Q, X, T, Z, recursion, to_schur)
+
+
+_SLOW_MIN = 256  # refine="auto" tries the slow-mode correction from this n on
+
+
+def _refine_full(M, Q, X, T, Z, recursion, to_schur):
+    """One step of iterative refinement when ``||M X M^H - X + Q||_F`` exceeds
+    ``REFINE_RTOL ||Q||_F``: the residual ``R`` in full (4 n^3), the correction from the
+    same Schur form (in single precision from ``_SINGLE_MIN`` on, kept when its probes
+    show at most ``_SINGLE_TOL`` of ``R`` left; else in double, dropped when its probes
+    show it raising the residual); ``X`` updated in place and returned."""
+    n = T.shape[0]
+    R = symmetrize_((M @ X) @ ct(M) - X + Q)
+    norm_r, norm_q = fro_norm(R), fro_norm(Q)
+    if norm_r > REFINE_RTOL * norm_q:
+        single = n >= _SINGLE_MIN and norm_r <= _SINGLE_MAX_RESIDUAL * norm_q
+        dX = _single_correction(M, R, T, Z) if single else None
+        if dX is None:
+            dX = congruence(Z, recursion.symmetric((0, n), to_schur(R)))
+            # a hopeless (e.g. strongly non-normal, rho ~ 1) equation: a correction that
+            # the probes show raising the residual is dropped (100 states: 4.6e+05 would
+            # have become 3.4e+08)
+            if not _probe_ratio(M, R, dX) < 1.0:
+                return X
+        X += dX  # both exactly Hermitian (congruence), so is the sum
     return X
 
 
