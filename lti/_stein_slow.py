@@ -98,10 +98,11 @@ def _invariant_basis_py(T, p, s, X, col):
     the upper quasi-triangular ``T`` (F order): ``X[:p+s, col:col+s] = [X1; I]`` with
     ``T[:p, :p] X1 - X1 S + T[:p, p:p+s] = 0``, so ``T [X1; I; 0] = [X1; I; 0] S``; rows
     from ``p + s`` on are left as given (zero). (The whole ``X`` and a column offset, not a
-    slice: a one-column slice would be typed C-ordered and compile another version.) Back substitution by the 1x1 / 2x2 diagonal
-    blocks ``D`` of ``T[:p, :p]`` from the last: ``D Y - Y S = C`` (order r s <= 4, Gaussian
-    elimination with partial pivoting), the rows above updated by column operations.
-    Those columns of ``X`` (F order) are overwritten. Compiled by numba (:data:`invariant_basis`); as
+    slice: a one-column slice would be typed C-ordered and compile another version.) Back
+    substitution by the 1x1 / 2x2 diagonal blocks ``D`` of ``T[:p, :p]`` from the last:
+    ``D Y - Y S = C`` (order r s <= 4, Gaussian elimination with partial pivoting), the rows
+    above updated by column operations. Those columns of ``X`` (F order) are overwritten.
+    Compiled by numba (:data:`invariant_basis`); as
     plain Python it is a slow reference for the tests."""
     M = np.zeros((4, 4))
     b = np.zeros(4)
