@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
+from lti._convert import check_dt, control_matrices, import_control, scipy_matrices
 from lti._modal_real import real_modal_realisation
 from lti._response import diagonal_response, overflow_message, schur_response, simulate_states
 from lti._validation import (
@@ -28,24 +29,10 @@ from lti._validation import (
     stability_margin,
 )
 from lti._zoh import zoh
-from lti.exceptions import InvalidArgumentError, MissingDependencyError, NonFiniteError, ShapeError
+from lti.exceptions import InvalidArgumentError, NonFiniteError, ShapeError
 from lti.lowrank import as_sparse_state_matrix, dense_only, is_sparse
 
 __all__ = ["DiscreteLTI", "as_discrete_system", "discretize_zoh", "is_control_system"]
-
-
-def _check_dt(dt, name: str = "dt", *, allow_true: bool = True):
-    """Return a validated sampling time: ``True`` (unspecified) or a positive float."""
-    if dt is True and allow_true:
-        return True
-    if isinstance(dt, bool) or not isinstance(dt, numbers.Real):
-        raise InvalidArgumentError(
-            f"`{name}` must be True or a positive number; got {dt!r}"
-        )
-    dt = float(dt)
-    if not (np.isfinite(dt) and dt > 0):
-        raise InvalidArgumentError(f"`{name}` must be True or a positive number; got {dt!r}")
-    return dt
 
 
 def _common_dt(dt1, dt2):
@@ -153,7 +140,7 @@ class DiscreteLTI:
             D = as_float_matrix("D", self.D)
             if D.shape != (p, m):
                 raise ShapeError(f"`D` must have shape (p, m) = {(p, m)}; got shape {D.shape}")
-        dt = _check_dt(self.dt)
+        dt = check_dt(self.dt)
         object.__setattr__(self, "A", A if sparse else _readonly(A))
         object.__setattr__(self, "B", _readonly(B))
         object.__setattr__(self, "C", _readonly(C))
@@ -490,7 +477,7 @@ class DiscreteLTI:
         InvalidArgumentError
             ``m = 0``: python-control cannot represent a system without inputs.
         """
-        control = _import_control()
+        control = import_control()
         dense_only("to_control()", self)
         if self.m == 0:  # control.ss reads a (p, 0) D as (0, 0) and refuses it
             raise InvalidArgumentError(
@@ -619,7 +606,7 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
     if is_control_system(sys):
         return _from_control(sys, name)
     if type(sys).__module__.startswith("scipy.signal") and hasattr(sys, "to_ss"):
-        return _from_scipy(sys, name)
+        return DiscreteLTI(*scipy_matrices(sys, name))
     raise InvalidArgumentError(
         f"`{name}` must be a DiscreteLTI, a discrete-time python-control StateSpace or "
         f"TransferFunction, a scipy.signal dlti, or a tuple (A, B, C[, D]); got "
@@ -629,59 +616,18 @@ def as_discrete_system(sys, name: str = "sys") -> DiscreteLTI:
 
 def _from_control(sys, name: str) -> DiscreteLTI:
     """:meth:`DiscreteLTI.from_control`, the errors naming the argument `name`."""
-    control = _import_control()
     if not is_control_system(sys):
         raise InvalidArgumentError(
             f"`{name}` must be a python-control StateSpace or TransferFunction; got "
             f"{type(sys).__name__} (for a tuple (A, B, C[, D]) use DiscreteLTI(*sys))"
         )
-    if not isinstance(sys, control.StateSpace):
-        try:
-            sys = control.ss(sys)
-        except (TypeError, ValueError) as exc:  # an improper tf, an FRD, ...
-            raise InvalidArgumentError(
-                f"`{name}` ({type(sys).__name__}) has no state-space realisation: {exc}"
-            ) from exc
-    dt = sys.dt
-    if dt is None:
-        dt = True
-    if dt is not True and (isinstance(dt, bool) or dt == 0):
-        raise InvalidArgumentError(
-            f"`{name}` must be discrete-time (dt True or > 0); got dt={sys.dt!r}"
-        )
-    return DiscreteLTI(sys.A, sys.B, sys.C, sys.D, _check_dt(dt, f"{name}.dt"))
-
-
-def _from_scipy(sys, name: str) -> DiscreteLTI:
-    """A ``scipy.signal.dlti`` (state space, transfer function or zeros/poles/gain)."""
-    if getattr(sys, "dt", None) is None:
-        raise InvalidArgumentError(
-            f"`{name}` must be discrete-time; got a continuous-time scipy.signal "
-            f"{type(sys).__name__} (discretise it with its to_discrete(dt) first)"
-        )
-    try:
-        ss = sys.to_ss()
-    except (TypeError, ValueError) as exc:  # an improper transfer function
-        raise InvalidArgumentError(
-            f"`{name}` ({type(sys).__name__}) has no state-space realisation: {exc}"
-        ) from exc
-    return DiscreteLTI(ss.A, ss.B, ss.C, ss.D, _check_dt(ss.dt, f"{name}.dt"))
+    return DiscreteLTI(*control_matrices(sys, name))
 
 
 def _check_count(name: str, k) -> int:
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
         raise InvalidArgumentError(f"`{name}` must be a non-negative integer; got {k!r}")
     return int(k)
-
-
-def _import_control():
-    try:
-        import control
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise MissingDependencyError(
-            'python-control is required; install it with pip install "lti-adapters[control]"'
-        ) from exc
-    return control
 
 
 def discretize_zoh(A, B, dt: float):
@@ -725,4 +671,4 @@ def discretize_zoh(A, B, dt: float):
     >>> bool(np.allclose(Ad, np.diag(ad[:2])) and np.allclose(Bd, bd[:2]) and bd[1, 0] == 0.1)
     True
     """
-    return zoh(A, B, _check_dt(dt, allow_true=False))
+    return zoh(A, B, check_dt(dt, allow_true=False))
