@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["diagonal_response", "overflow_message", "schur_response", "simulate_states"]
+__all__ = [
+    "diagonal_response",
+    "markov_overflow_message",
+    "overflow_message",
+    "schur_response",
+    "simulate_states",
+]
 
 
 def diagonal_response(a: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray,
@@ -81,6 +87,17 @@ def overflow_message(X: np.ndarray, Y: np.ndarray, sys) -> str:
         what = f"the state x_t overflowed float64 at step t = {tx} of {X.shape[0] - 1}"
     else:
         what = f"the output y_t overflowed float64 at step t = {ty} of {Y.shape[0]}"
+    return what + _radius(sys) + "; simulate fewer steps (or rescale x0, u, C, D) to keep it finite"
+
+
+def markov_overflow_message(H: np.ndarray, sys) -> str:
+    """Why Markov parameters `H` (k, p, m) are not finite."""
+    i = int(np.argmax(~np.isfinite(H).reshape(H.shape[0], -1).all(axis=1)))
+    return (f"C A^i B overflowed float64 at i = {i} of k = {H.shape[0]}{_radius(sys)}; ask "
+            "for fewer terms (or rescale B, C)")
+
+
+def _radius(sys) -> str:
     if sys.n and not sp.issparse(sys.A):
-        what += f" (spectral radius of `A` {sys.spectral_radius():.6g})"
-    return what + "; simulate fewer steps (or rescale x0, u, C, D) to keep it finite"
+        return f" (spectral radius of `A` {sys.spectral_radius():.6g})"
+    return ""

@@ -18,7 +18,13 @@ import scipy.linalg as sla
 
 from lti._convert import check_dt, control_matrices, import_control, scipy_matrices
 from lti._modal_real import real_modal_realisation
-from lti._response import diagonal_response, overflow_message, schur_response, simulate_states
+from lti._response import (
+    diagonal_response,
+    markov_overflow_message,
+    overflow_message,
+    schur_response,
+    simulate_states,
+)
 from lti._validation import (
     as_float_matrix,
     as_float_vector,
@@ -234,14 +240,23 @@ class DiscreteLTI:
         ndarray, shape (k, p, m)
             ``H[i] = C A^i B``. ``D`` is *not* included: the impulse response of the system
             is ``D, C B, C A B, ...`` i.e. ``D`` followed by ``H[0], H[1], ...``.
+
+        Raises
+        ------
+        NonFiniteError
+            A term overflows float64 (an unstable system, many terms): the message names
+            the first index i.
         """
         k = _check_count("k", k)
         H = np.empty((k, self.p, self.m))
         X = self.B.copy()  # A^i B, shape (n, m)
         a = np.diag(self.A)[:, None] if self.is_diagonal else None
-        for i in range(k):
-            H[i] = self.C @ X
-            X = a * X if a is not None else self.A @ X
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, typed
+            for i in range(k):
+                H[i] = self.C @ X
+                X = a * X if a is not None else self.A @ X
+        if not np.isfinite(H).all():
+            raise NonFiniteError(markov_overflow_message(H, self))
         return H
 
     def _complex_schur(self):

@@ -48,3 +48,16 @@ def test_conversion_errors_name_the_argument_not_sys_or_the_callers_B():
     # the public constructor keeps its own wording
     with pytest.raises(InvalidArgumentError, match=r"^`sys` must be discrete-time"):
         DiscreteLTI.from_control(continuous)
+
+
+@pytest.mark.parametrize("A", [[[2.0, 1.0], [0.0, 1.5]], [[2.0, 0.0], [0.0, 0.5]]],
+                         ids=["dense", "diagonal"])
+def test_markov_overflow_is_a_typed_error_naming_the_index(A):
+    G = DiscreteLTI(A, [[1.0], [1.0]], [[1.0, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NonFiniteError, match=r"C A\^i B overflowed float64 at i = 10\d\d "
+                                                 r"of k = 1100 \(spectral radius of `A` 2\)"):
+            G.markov(1100)
+        H = G.markov(1000)  # the last power A^k B computed is not a term: no warning
+    assert np.isfinite(H).all() and H[-1, 0, 0] > 1e300
