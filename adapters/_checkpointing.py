@@ -16,6 +16,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from adapters._hooks import warn_if_wrapped_by_peft_after_inject
+
 __all__ = ["CheckpointInContext", "bind_checkpoints", "unbind_checkpoints"]
 
 #: Where transformers keeps a module's gradient checkpointing function (each checkpointed block).
@@ -65,6 +67,8 @@ class _Binder:
 
     def __call__(self, module: nn.Module, args: tuple) -> None:
         if module.training and torch.is_grad_enabled():
+            if not getattr(self.runtime, "peft_checked", False):
+                warn_if_wrapped_by_peft_after_inject(self.runtime, module)
             for block in self.blocks:
                 func = block.__dict__.get(_CHECKPOINT_FUNC)
                 if func is not None and not isinstance(func, CheckpointInContext):

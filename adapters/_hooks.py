@@ -32,6 +32,7 @@ __all__ = [
     "load_adapter_with_adapters",
     "register_checkpoint_cleaner",
     "save_pretrained_without_adapters",
+    "warn_if_wrapped_by_peft_after_inject",
 ]
 
 _CHECKPOINT_WRITERS: list[Callable[..., object]] = []
@@ -112,6 +113,35 @@ def save_pretrained_without_adapters(self, save_directory, *args, **kwargs):
         for cleaner in _CHECKPOINT_CLEANERS:
             cleaner(Path(save_directory))
     return out
+
+
+def warn_if_wrapped_by_peft_after_inject(runtime, model) -> None:
+    """Warn once when PEFT wrapped the adapted model *after* :func:`adapters.inject`.
+
+    ``peft.get_peft_model`` freezes every parameter that is not its own (the HRM adapters'
+    included) and its ``save_pretrained`` — so a ``Trainer``'s checkpoints — writes its own
+    adapter only: trained HRM adapters would be missing from every checkpoint without a word.
+    PEFT marks the model it wraps with a ``peft_config`` attribute; :func:`adapters.inject` of
+    the PeftModel (LoRA first) binds the wrapper (``runtime.wrapper``) and is not warned.
+    Called by the adapted model's forward pre-hook on training calls.
+    """
+    if getattr(runtime, "peft_checked", False):
+        return
+    runtime.peft_checked = True
+    if "peft_config" not in model.__dict__ or getattr(runtime, "wrapper", None) is not None:
+        return
+    import warnings
+
+    params = [p for a in runtime.adapted.values() for p in a.adapter.parameters()]
+    trainable = sum(p.requires_grad for p in params)
+    warnings.warn(
+        "this model got its HRM adapters before a PEFT wrapper (peft.get_peft_model) was put "
+        f"around it: {trainable} of {len(params)} adapter parameters are trainable (PEFT "
+        "freezes what is not its own), and the PeftModel's save_pretrained, so a Trainer's "
+        "checkpoints, will not hold the HRM adapters. Wrap with PEFT first and call "
+        "adapters.inject on the PeftModel (its save_pretrained / load_adapter then keep both), "
+        "or save them with adapters.save_adapter(model, folder)",
+        UserWarning, stacklevel=2)
 
 
 def load_adapter_with_adapters(self, model_id, *args, **kwargs):
