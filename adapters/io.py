@@ -59,6 +59,7 @@ from torch import nn
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
 from adapters._hooks import register_checkpoint_cleaner, register_checkpoint_reader
 from adapters._optional import require
+from adapters._pairing import base_weights_digest
 from adapters._wrappers import unwrap_model
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
 from adapters.exceptions import (
@@ -287,7 +288,7 @@ def save_adapter(model: nn.Module, directory: str | os.PathLike, *,
 
 
 def _write(model: nn.Module, directory: Any, state_dict: dict[str, torch.Tensor] | None,
-           saved_by: str) -> Path:
+           saved_by: str, base_weights: str | None = None) -> Path:
     st = _require_safetensors()
     directory = _directory(directory, "save_adapter")
     model = unwrap_model(model)
@@ -305,6 +306,8 @@ def _write(model: nn.Module, directory: Any, state_dict: dict[str, torch.Tensor]
         "tensors_sha256": _tensors_digest(tensors),
         "saved_by": saved_by,  # "save_pretrained": the folder's base weights' companion
     }
+    if base_weights is not None:  # (extra key: older readers ignore it)
+        meta["base_weights"] = base_weights
     blob = st.save(tensors, metadata={"format": "pt", "adapter_type": ADAPTER_TYPE,
                                       "format_version": str(FORMAT_VERSION),
                                       _HEADER_KEY: json.dumps(meta, sort_keys=True)})
@@ -499,6 +502,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
         raise CheckpointError(f"{str(directory)!r} is a file; `load_adapter` reads the folder "
                               "`save_adapter` wrote")
     meta, config, tensors = _read_checkpoint(directory)
+    _check_companion(meta, directory)
     saved_base = meta.get("base_model")
     if isinstance(saved_base, dict):
         differences = _base_differences(saved_base, base_fingerprint(model))
@@ -529,6 +533,21 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
             remove(model)
         raise
     return wrapped
+
+
+def _check_companion(meta: dict[str, Any], directory: Path) -> None:
+    """Warn when the base weights a ``save_pretrained`` checkpoint was written beside have
+    been replaced since (a later ``save_pretrained`` of a model without these adapters)."""
+    recorded = meta.get("base_weights")
+    if meta.get("saved_by") != "save_pretrained" or not isinstance(recorded, str):
+        return
+    now = base_weights_digest(directory)
+    if now is not None and now != recorded:
+        warnings.warn(
+            f"the base weights in {str(directory)!r} were replaced after its HRM adapter "
+            f"checkpoint ({WEIGHTS_NAME}) was saved beside them (a later save_pretrained of a "
+            "model without these adapters); the adapters loaded now were trained with the "
+            "earlier base weights", UserWarning, stacklevel=3)
 
 
 def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
@@ -648,7 +667,8 @@ def _save_beside(model: nn.Module, directory: Any, *,
                  state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """An adapted model's ``save_pretrained(d)``: the checkpoint, marked as written with the
     base weights of ``d`` (so that a later save of the model without adapters removes it)."""
-    return _write(model, directory, state_dict, saved_by="save_pretrained")
+    return _write(model, directory, state_dict, saved_by="save_pretrained",
+                  base_weights=base_weights_digest(Path(directory)))
 
 
 def _drop_stale(directory: Path) -> None:
