@@ -72,6 +72,7 @@ __all__ = [
 _RUNTIME_ATTR = "_hrm_runtime"
 _SAVE_ATTR = "save_pretrained"
 _PEFT_ATTRS = (_SAVE_ATTR, "load_adapter")  # set on a PEFT wrapper adapted inside
+_PAGED_ATTR = "init_continuous_batching"  # transformers' continuous batching (paged KV cache)
 
 
 class AdapterTree(nn.ModuleDict):
@@ -476,6 +477,8 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     if callable(getattr(type(model), _SAVE_ATTR, None)):
         object.__setattr__(model, _SAVE_ATTR,
                            functools.partial(save_pretrained_with_adapters, model))
+    if callable(getattr(type(model), _PAGED_ATTR, None)):  # generate_batch, "paged" cache
+        object.__setattr__(model, _PAGED_ATTR, functools.partial(_no_continuous_batching, model))
     if given is not model and type(given).__module__.startswith("peft."):
         # a Trainer saves / resumes / loads the best PeftModel through these two, not the model's
         for attr, func in zip(_PEFT_ATTRS, (save_pretrained_with_adapters,
@@ -484,6 +487,18 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
                 object.__setattr__(given, attr, functools.partial(func, given))
         runtime.wrapper = given
     return given
+
+
+def _no_continuous_batching(model: nn.Module, *args, **kwargs):
+    """An adapted model's ``init_continuous_batching`` (so also ``generate_batch`` and
+    ``generate(cache_implementation="paged")``): refused, at the call."""
+    raise AdapterError(
+        "continuous batching (generate_batch, init_continuous_batching, "
+        "generate(cache_implementation='paged')) is not supported with HRM adapters: its paged "
+        "KV cache packs the tokens of many requests into one stream, while each adapter carries "
+        "one SSM state per sequence; use model.generate (a batch of left-padded prompts), or "
+        "adapters.remove(model) first"
+    )
 
 
 def remove(model: nn.Module) -> nn.Module:
@@ -528,6 +543,8 @@ def remove(model: nn.Module) -> nn.Module:
         runtime.checkpoint_handle.remove()
     unbind_checkpoints(model)
     object.__delattr__(model, _RUNTIME_ATTR)
+    if _PAGED_ATTR in model.__dict__:
+        object.__delattr__(model, _PAGED_ATTR)
     wrapper = getattr(runtime, "wrapper", None)
     for owner in (model,) if wrapper is None else (model, wrapper):
         for attr in (_SAVE_ATTR,) if owner is model else _PEFT_ATTRS:  # the ones inject set
