@@ -333,11 +333,10 @@ def solve_schur(
             and not np.iscomplexobj(Q) and not np.iscomplexobj(M)):
         basis, leaf = invariant_basis.compiled(), _leaf_kernel.compiled()
         if basis is not None and leaf is not None:
-            F = factor if factor is not None and factor.dtype == np.float64 else None
-            probe = ResidualProbe(M, X, Q, F)
+            probe = ResidualProbe(M, X, Q)
             if probe.estimate() <= REFINE_RTOL * fro_norm(Q):
                 return X
-            corr = slow_correction(M, X, Q, F, schur, basis, leaf)
+            corr = slow_correction(M, X, Q, schur, basis, leaf)
             if corr is not None and probe.ratio(*corr) <= SLOW_TOL:
                 return add_low_rank_(X, *corr, mirror_upper_)
     return _refine_full(M, Q, X, T, Z, recursion, to_schur)

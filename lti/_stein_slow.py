@@ -53,16 +53,16 @@ def _nrm(X) -> float:
     return float(blas.dnrm2(x)) if x.size else 0.0
 
 
-def residual_times(M, X, Q, F, V) -> np.ndarray:
-    """``(M X M^T - X + Q) V`` without forming the residual: ``M (X (M^T V)) - X V + Q V``
-    (``Q V = F (F^T V)`` when a factor ``F`` of ``Q`` is given); 8 n^2 k flops for k
-    columns. Its rounding error is that of the residual formed in full (``eps ||M||^2
-    ||X||`` relative to ``||V||``)."""
+def residual_times(M, X, Q, V) -> np.ndarray:
+    """``(M X M^T - X + Q) V`` without forming the residual: ``M (X (M^T V)) - X V + Q V``,
+    10 n^2 k flops for k columns. Its rounding error is that of the residual formed in full
+    (``eps ||M||^2 ||X||`` relative to ``||V||``). ``Q`` itself, not a factor of it: a
+    factor reproduces ``Q`` only to ``16 k eps`` (``lti.lyapunov._psd_low_rank``), which
+    for k = 32 is the order of the refinement threshold."""
     k = V.shape[1]
     MtV = M.T @ V
     W = X @ np.hstack([MtV, V])
-    QV = F @ (F.T @ V) if F is not None else Q @ V
-    return M @ W[:, :k] - W[:, k:] + QV
+    return M @ W[:, :k] - W[:, k:] + Q @ V
 
 
 class ResidualProbe:
@@ -72,14 +72,13 @@ class ResidualProbe:
     ``p``); ``ratio(H, V)`` the same estimate for the residual after ``X + H V^T + V H^T``,
     relative to that of ``X``, from the low-rank update alone (O(n^2) more)."""
 
-    def __init__(self, M, X, Q, F=None):
+    def __init__(self, M, X, Q):
         self.M = M
         self.P = probe_vectors(M.shape[0])
         self.MtP = M.T @ self.P
         W = X @ np.hstack([self.MtP, self.P])
         k = self.P.shape[1]
-        QP = F @ (F.T @ self.P) if F is not None else Q @ self.P
-        self.RP = self.M @ W[:, :k] - W[:, k:] + QP
+        self.RP = self.M @ W[:, :k] - W[:, k:] + Q @ self.P  # as residual_times
         self.norm = _nrm(self.RP)
 
     def estimate(self) -> float:
@@ -180,7 +179,7 @@ def slow_blocks(T: np.ndarray, ev: np.ndarray, dim: int) -> list[tuple[int, int]
     return blocks
 
 
-def slow_correction(M, X, Q, F, schur: SchurForm, basis, leaf):
+def slow_correction(M, X, Q, schur: SchurForm, basis, leaf):
     """``(H, V)``: the correction ``dX = H V^T + V H^T`` that removes the part
     ``G V^T + V G^T`` of the residual ``R = M X M^T - X + Q`` on the invariant subspace of
     the ``SLOW_DIM`` slowest eigenvalues (module docstring), or ``None`` when that basis is
@@ -206,7 +205,7 @@ def slow_correction(M, X, Q, F, schur: SchurForm, basis, leaf):
     L, U = sla.schur(Vh.T @ (T @ Vh), output="real")  # T Vh = Vh L0, L0 = U L U^T
     Vh = Vh @ U
     V = Z @ Vh  # orthonormal, M V = V L (to the Schur form's backward error)
-    RV = residual_times(M, X, Q, F, V)
+    RV = residual_times(M, X, Q, V)
     G = RV - V @ (0.5 * (V.T @ RV))
     Gh = np.asfortranarray(Z.T @ G)
     Hh = leaf(T, np.asfortranarray(L), Gh, np.empty((n, s), order="F"))  # T Hh L^T - Hh + Gh = 0
