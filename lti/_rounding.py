@@ -92,7 +92,7 @@ def _angles(lam: np.ndarray) -> np.ndarray:
     """The sampled angles: ``N_ANGLES`` uniform ones on ``[0, pi]`` and those of the (up to
     ``N_POLE_ANGLES``) eigenvalues ``lam`` nearest the unit circle, sorted, without repeats
     (``np.unique`` of the two, with its sort and mask written out: ~15 us less at n = 64)."""
-    near = np.abs(np.abs(lam) - 1.0).argsort()[:N_POLE_ANGLES]  # nearest the circle
+    near = np.abs(np.abs(lam) - 1.0).argsort(kind="stable")[:N_POLE_ANGLES]  # (ties: first)
     pole = lam[near]
     theta = np.concatenate((_UNIFORM, np.abs(np.arctan2(pole.imag, pole.real))))  # np.angle
     theta.sort()
@@ -102,11 +102,13 @@ def _angles(lam: np.ndarray) -> np.ndarray:
     return theta[keep]
 
 
-def _resolvent_norms_py(T, B, Ct, zr, zi):
-    """``(rb, cr)``: ``rb[k] = ||(z_k I - T)^{-1} B||_F`` and ``cr[k] = ||C (z_k I - T)^{-1}||_F
-    = ||(z_k I - T^T)^{-1} C^T||_F`` for ``z_k = zr[k] + i zi[k]``; ``T`` (n, n) real upper
-    quasi-triangular (a nonzero ``T[i + 1, i]`` starts a 2x2 block), ``B`` (n, m) and
-    ``Ct = C^T`` (n, p) real.
+def _resolvent_norms_py(T, B, Ct, lam, uniform):
+    """``(rb, cr, s, c, b)``: ``rb[k] = ||(z_k I - T)^{-1} B||_F``, ``cr[k] = ||C (z_k I -
+    T)^{-1}||_F = ||(z_k I - T^T)^{-1} C^T||_F`` and their maxima ``s = max rb cr``,
+    ``c = max cr``, ``b = max rb`` over the sampled ``z_k = e^{i theta_k}``, the angles of
+    :func:`_angles` from the eigenvalues ``lam`` of ``T`` and the ``uniform`` grid (computed
+    here the same way); ``T`` (n, n) real upper quasi-triangular (a nonzero ``T[i + 1, i]``
+    starts a 2x2 block), ``B`` (n, m) and ``Ct = C^T`` (n, p) real.
 
     Both sides in one call. First, per diagonal block and point, the entries of
     ``(z I - block)^{-1}`` (``T`` and ``T^T`` have the same blocks up to transposition, so
@@ -126,7 +128,22 @@ def _resolvent_norms_py(T, B, Ct, zr, zi):
     :mod:`lti._jit`; also runs, slowly, as plain Python.
     """
     n = T.shape[0]
-    K = zr.shape[0]
+    # the angles (as _angles): the uniform ones and those of the eigenvalues nearest the
+    # unit circle (a stable sort: ties by position), sorted, without repeats
+    near = np.argsort(np.abs(np.abs(lam) - 1.0), kind="mergesort")[:N_POLE_ANGLES]
+    nu = uniform.shape[0]
+    theta = np.empty(nu + near.shape[0])
+    theta[:nu] = uniform
+    for q in range(near.shape[0]):
+        theta[nu + q] = abs(np.arctan2(lam[near[q]].imag, lam[near[q]].real))
+    theta.sort()
+    K = 1
+    for q in range(1, theta.shape[0]):
+        if theta[q] != theta[K - 1]:
+            theta[K] = theta[q]
+            K += 1
+    zr = np.cos(theta[:K])
+    zi = np.sin(theta[:K])
     start = np.empty(n, dtype=np.int64)  # diagonal blocks: first row and size, ascending
     size = np.empty(n, dtype=np.int64)
     nb = 0
@@ -270,7 +287,9 @@ def _resolvent_norms_py(T, B, Ct, zr, zi):
                             X[top, re + k], X[top, im + k] = yr, yi
                             acc[k] += yr * yr + yi * yi
             done += cnt
-    return np.sqrt(rb), np.sqrt(cr)
+    rb = np.sqrt(rb)
+    cr = np.sqrt(cr)
+    return rb, cr, np.max(rb * cr), np.max(cr), np.max(rb)
 
 
 _resolvent_norms = _jit.kernel(_resolvent_norms_py)
@@ -300,14 +319,14 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None,
     real = not (np.iscomplexobj(T) or np.iscomplexobj(B) or np.iscomplexobj(C))
     kern = _resolvent_norms.compiled() if real else None
     if kern is not None:  # on the real quasi-triangular T (the triangle is not needed)
-        theta = _angles(quasi_triangular_eigvals(T) if eigenvalues is None else eigenvalues())
-        zr, zi = np.cos(theta), np.sin(theta)
-        # both sides in one call: ||R B||_F by back substitution with T, ||C R||_F =
-        # ||(zI - T^T)^{-1} C^T||_F by forward substitution with T^T (read from T)
-        rb, cr = kern(np.ascontiguousarray(T, dtype=np.float64),
-                      np.ascontiguousarray(B, dtype=np.float64),
-                      np.ascontiguousarray(C.T, dtype=np.float64), zr, zi)
-        return float(np.max(rb * cr)), float(np.max(cr)), float(np.max(rb))
+        lam = quasi_triangular_eigvals(T) if eigenvalues is None else eigenvalues()
+        # both sides in one call (the angles too): ||R B||_F by back substitution with T,
+        # ||C R||_F = ||(zI - T^T)^{-1} C^T||_F by forward substitution with T^T (from T)
+        out = kern(np.ascontiguousarray(T, dtype=np.float64),
+                   np.ascontiguousarray(B, dtype=np.float64),
+                   np.ascontiguousarray(C.T, dtype=np.float64),
+                   np.ascontiguousarray(lam, dtype=np.complex128), _UNIFORM)
+        return out[2], out[3], out[4]
     # complex Schur form T = U Tc U^H (U: one rotation per 2x2 block), applied to C and B^T
     if triangle is None:
         Tc, W, _, _ = to_complex_schur(T, np.vstack([C, B.T]))  # W = [C U; B^T U]
@@ -345,7 +364,10 @@ def schur_rounding(T: np.ndarray, B: np.ndarray, C: np.ndarray, factor: float,
     # the term is bilinear in (B, C)): B * 1e200 with C * 1e-200 squared to inf and 0 and gave
     # inf * 0 = NaN, the bound of every order with it
     eb, ec = (math.frexp(float(abs(X).max(initial=0.0)))[1] for X in (B, C))
-    B, C = np.ldexp(B, -eb), np.ldexp(C, -ec)
+    if abs(eb) <= 100 and abs(ec) <= 100:  # in range the scaling changes no bit: skip it
+        eb = ec = 0
+    else:
+        B, C = np.ldexp(B, -eb), np.ldexp(C, -ec)
     s, c, b = resolvent_gains(T, B, C, triangle, eigenvalues)
     nb, nc, nt = (math.sqrt(_fro2(X)) for X in (B, C, T))  # = np.linalg.norm(X), bit for bit
     return math.ldexp(factor * n * _EPS * ((1.0 + nt) * s + nb * c + nc * b), eb + ec)

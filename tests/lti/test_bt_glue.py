@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from lti._rounding import N_ANGLES, N_POLE_ANGLES, _angles, schur_rounding
 
 
-def _reference_angles(lam):  # the np.unique formulation the cut replaces
-    near = np.argsort(np.abs(np.abs(lam) - 1.0))[:N_POLE_ANGLES]
+def _reference_angles(lam):  # the np.unique formulation the cut replaces (ties: first)
+    near = np.argsort(np.abs(np.abs(lam) - 1.0), kind="stable")[:N_POLE_ANGLES]
     return np.unique(np.concatenate([np.linspace(0.0, np.pi, N_ANGLES),
                                      np.abs(np.angle(lam[near]))]))
 
@@ -44,7 +46,6 @@ def test_schur_rounding_norms_are_numpys():
 
 
 def _schur_system(n, rho, seed, m, p):
-    from lti._rounding import _angles
     from lti._schur import quasi_triangular_eigvals
     from lti.lyapunov import real_schur
 
@@ -52,32 +53,48 @@ def _schur_system(n, rho, seed, m, p):
     A = rng.standard_normal((n, n))
     A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
     S = real_schur(A)
-    theta = _angles(quasi_triangular_eigvals(S.T))
     B = np.ascontiguousarray(S.Z.T @ rng.standard_normal((n, m)))
     Ct = np.ascontiguousarray(S.Z.T @ rng.standard_normal((n, p)))  # C^T of C = c Z
-    return np.ascontiguousarray(S.T), B, Ct, np.cos(theta), np.sin(theta)
+    return np.ascontiguousarray(S.T), B, Ct, quasi_triangular_eigvals(S.T)
 
 
-def _complex_reference(T, B, zr, zi):  # dense complex solves, one point at a time
+def _complex_reference(T, B, theta):  # dense complex solves, one point at a time
     n = T.shape[0]
-    return np.array([np.linalg.norm(np.linalg.solve(complex(a, b) * np.eye(n) - T, B))
-                     for a, b in zip(zr, zi, strict=True)])
+    return np.array([np.linalg.norm(np.linalg.solve(np.exp(1j * t) * np.eye(n) - T, B))
+                     for t in theta])
 
 
 @pytest.mark.parametrize("n, rho, seed, m, p", [(1, 0.5, 0, 1, 1), (2, 0.9, 1, 2, 1),
                                                 (7, 0.9999, 2, 3, 2), (12, 0.95, 3, 2, 3),
                                                 (13, 0.9999, 4, 1, 1), (30, 0.99, 5, 2, 2)])
-def test_resolvent_kernel_source_is_the_compiled_kernel_bit_for_bit(n, rho, seed, m, p):
-    """Both sides of the fused kernel against dense complex solves: ``||R B||_F`` and
-    ``||C R||_F = ||R^T C^T||_F`` (back and forward substitution, groups of four rows)."""
+def test_resolvent_kernel_source_and_compiled_against_dense_solves(n, rho, seed, m, p):
+    """Both sides of the fused kernel against dense complex solves at the angles of _angles:
+    ``||R B||_F`` and ``||C R||_F = ||R^T C^T||_F`` (back and forward substitution, groups of
+    four rows) and their maxima; the compiled kernel agrees with its source (its cos / sin
+    may differ from NumPy's in the last bit, which the resolvent near a pole amplifies)."""
     import lti._rounding as rnd
 
-    T, B, Ct, zr, zi = _schur_system(n, rho, seed, m, p)
-    rb, cr = rnd._resolvent_norms_py(T, B, Ct, zr, zi)  # the kernel's source run as Python
-    np.testing.assert_allclose(rb, _complex_reference(T, B, zr, zi), rtol=1e-12, atol=0)
-    np.testing.assert_allclose(cr, _complex_reference(T.T, Ct, zr, zi), rtol=1e-12, atol=0)
+    T, B, Ct, lam = _schur_system(n, rho, seed, m, p)
+    theta = rnd._angles(lam)
+    rb, cr, s, c, b = rnd._resolvent_norms_py(T, B, Ct, lam, rnd._UNIFORM)  # source as Python
+    np.testing.assert_allclose(rb, _complex_reference(T, B, theta), rtol=1e-10, atol=0)
+    np.testing.assert_allclose(cr, _complex_reference(T.T, Ct, theta), rtol=1e-10, atol=0)
+    assert (s, c, b) == (np.max(rb * cr), np.max(cr), np.max(rb))
     kern = rnd._resolvent_norms.compiled()
-    if kern is not None:  # the same operations compiled: the same bits
-        got = kern(T, B, Ct, zr, zi)
-        np.testing.assert_array_equal(got[0], rb)
-        np.testing.assert_array_equal(got[1], cr)
+    if kern is not None:
+        got = kern(T, B, Ct, lam, rnd._UNIFORM)
+        for x, y in zip(got, (rb, cr, s, c, b), strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("k", [0, 40, 99, 150])
+def test_schur_rounding_exact_under_powers_of_two(k):
+    """The term is bilinear in (B, C) and scaling by powers of 2 is exact: in range (no
+    rescaling inside) and out of it (B and C rescaled near their largest entries) the same
+    bits for B 2^k, C 2^-k."""
+    rng = np.random.default_rng(3)
+    T = np.triu(rng.standard_normal((10, 10)), 1) * 0.3 + np.diag(rng.uniform(-0.9, 0.9, 10))
+    B, C = rng.standard_normal((10, 2)), rng.standard_normal((2, 10))
+    ref = schur_rounding(T, B, C, 4.0)
+    assert schur_rounding(T, np.ldexp(B, k), np.ldexp(C, -k), 4.0) == ref
+    assert schur_rounding(T, np.ldexp(B, k), C, 4.0) == math.ldexp(ref, k)
