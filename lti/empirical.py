@@ -208,9 +208,10 @@ def empirical_gramians(
 
     Parameters
     ----------
-    system : DiscreteLTI, python-control system or callable
-        A :class:`~lti.system.DiscreteLTI` (or a discrete python-control system, converted
-        by :func:`lti.system.as_discrete_system`), or a batched step function
+    system : DiscreteLTI, python-control or scipy.signal system, tuple, or callable
+        A :class:`~lti.system.DiscreteLTI` (or a discrete python-control or scipy.signal
+        system, or a tuple ``(A, B, C[, D])``, converted by
+        :func:`lti.system.as_discrete_system`), or a batched step function
         ``step(X, U) -> (X_next, Y)`` with ``X`` shape (K, n), ``U`` shape (K, m),
         ``X_next`` shape (K, n) and ``Y`` shape (K, p), ``Y`` being the output at the
         *current* state ``X`` (``y_k = g(x_k, u_k)``). It must not modify its arguments:
@@ -322,8 +323,9 @@ def empirical_gramians(
     if horizon is not None:
         horizon = _check_count("horizon", horizon)
 
-    if is_control_system(system):  # callable (it evaluates G(s)): not a step function
-        system = as_discrete_system(system, "system")
+    if (is_control_system(system)  # callable (it evaluates G(s)): not a step function
+            or isinstance(system, tuple) or type(system).__module__.startswith("scipy.signal")):
+        system = as_discrete_system(system, "system")  # the rule of every entry point
     if isinstance(system, DiscreteLTI):
         n, m = system.n, system.m
         step = _lti_step(system)
@@ -348,7 +350,8 @@ def empirical_gramians(
         step = system
     else:
         raise InvalidArgumentError(
-            f"`system` must be a DiscreteLTI or a callable step(X, U); got "
+            f"`system` must be a DiscreteLTI (or a python-control / scipy.signal system, a "
+            f"tuple (A, B, C[, D])) or a callable step(X, U); got "
             f"{type(system).__name__}"
         )
     x0 = np.zeros(n) if x0 is None else as_float_vector("x0", x0)

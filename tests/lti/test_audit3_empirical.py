@@ -52,3 +52,17 @@ def test_a_step_function_with_its_own_output_buffer_still_works():
     Q = sla.solve_discrete_lyapunov(A.T, C.T @ C)
     assert np.allclose(E.controllability, P, rtol=1e-12, atol=0)
     assert np.allclose(E.observability, Q, rtol=1e-12, atol=0)
+
+
+def test_a_tuple_or_scipy_system_goes_in_like_everywhere_else():
+    import scipy.signal as ss
+
+    from lti import DiscreteLTI
+
+    ref = empirical_gramians(DiscreteLTI(A, B, C), horizon=40)
+    for sys in [(A, B, C), (A, B, C, np.zeros((1, 1))), ss.dlti(A, B, C, np.zeros((1, 1)))]:
+        E = empirical_gramians(sys, horizon=40)
+        np.testing.assert_array_equal(E.controllability, ref.controllability)
+        np.testing.assert_array_equal(E.observability, ref.observability)
+    with pytest.raises(InvalidArgumentError, match=r"tuple \(A, B, C\[, D\]\)\) or a callable"):
+        empirical_gramians([A, B, C], horizon=5)  # a list is not a system
