@@ -350,8 +350,8 @@ def empirical_gramians(
         step = system
     else:
         raise InvalidArgumentError(
-            f"`system` must be a DiscreteLTI (or a python-control / scipy.signal system, a "
-            f"tuple (A, B, C[, D])) or a callable step(X, U); got "
+            f"`system` must be a DiscreteLTI or a callable step(X, U) (or a python-control or "
+            f"scipy.signal system, a tuple (A, B, C[, D])); got "
             f"{type(system).__name__}"
         )
     x0 = np.zeros(n) if x0 is None else as_float_vector("x0", x0)

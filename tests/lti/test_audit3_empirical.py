@@ -64,5 +64,6 @@ def test_a_tuple_or_scipy_system_goes_in_like_everywhere_else():
         E = empirical_gramians(sys, horizon=40)
         np.testing.assert_array_equal(E.controllability, ref.controllability)
         np.testing.assert_array_equal(E.observability, ref.observability)
-    with pytest.raises(InvalidArgumentError, match=r"tuple \(A, B, C\[, D\]\)\) or a callable"):
+    msg = r"DiscreteLTI or a callable.*tuple \(A, B, C\[, D\]\)\); got list"
+    with pytest.raises(InvalidArgumentError, match=msg):
         empirical_gramians([A, B, C], horizon=5)  # a list is not a system
