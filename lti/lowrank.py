@@ -367,9 +367,25 @@ def lowrank_stein_residual(A, Z, B, *, transpose: bool = False) -> float:
         flops, nothing n x n): with ``[M Z, Z, B] = Q T`` the residual is
         ``Q (T D T^T) Q^T``, ``D = diag(I, -I, I)``. Its absolute accuracy is about
         ``eps ||Z||^2 ||M||^2`` (the terms cancel).
+
+    Raises
+    ------
+    ShapeError, NonFiniteError, InvalidArgumentError
+        Non-square, complex, non-finite or non-conforming arguments.
     """
-    Z = np.asarray(Z, dtype=np.float64)
-    B = np.asarray(B, dtype=np.float64)
+    A = as_sparse_state_matrix("A", A) if is_sparse(A) else as_float_matrix("A", A)
+    n = A.shape[0]
+    if A.shape != (n, n):
+        raise ShapeError(f"`A` must be square; got shape {A.shape}")
+    Z, B = as_float_matrix("Z", Z), as_float_matrix("B", B)
+    for name, X in (("Z", Z), ("B", B)):
+        if X.shape[0] != n:
+            raise ShapeError(f"`{name}` must have n = {n} rows (A is {n}x{n}); got shape {X.shape}")
+    return _stein_residual(A, Z, B, bool(transpose))
+
+
+def _stein_residual(A, Z: np.ndarray, B: np.ndarray, transpose: bool) -> float:
+    """:func:`lowrank_stein_residual` on validated float64 arguments."""
     MZ = (A.T @ Z) if transpose else (A @ Z)
     MZ = np.asarray(MZ)
     k, m = Z.shape[1], B.shape[1]
@@ -434,7 +450,7 @@ def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None,
     scale = float(np.linalg.norm(B.T @ B, 2))
     if ctol is not None and Z.shape[1]:
         Z = _compress_columns(Z, ctol * scale)
-    r = lowrank_stein_residual(A, Z, B, transpose=transpose) if scale else 0.0
+    r = _stein_residual(A, Z, B, transpose) if scale else 0.0
     rel = r / scale if scale else 0.0
     if unscale != 1.0:  # back to the caller's B (exact: a power of two)
         Z = Z * unscale

@@ -85,3 +85,28 @@ def test_a_refused_complex_update_leaves_the_accumulator_as_it_was():
             acc.update_states(np.full((1, 3, 2), 1e200 + 1e200j))
     after = acc.finalize()
     assert acc.count == 3 and after.dtype == np.float64 and np.array_equal(after, before)
+
+
+@pytest.mark.parametrize("Z, B, exc, msg", [
+    (np.ones((4, 2)) * (1 + 1j), ONES, ShapeError, "`Z` must be real"),
+    (np.full((4, 2), np.nan), ONES, lti.NonFiniteError, "`Z` must be finite"),
+    (np.ones((3, 2)), ONES, ShapeError, "`Z` must have n = 4 rows"),
+    (np.ones((4, 2)), np.ones(4), ShapeError, "`B` must be a 2-D array"),
+], ids=["complex", "nan", "rows", "1-D"])
+def test_lowrank_stein_residual_validates_its_arguments(Z, B, exc, msg):
+    from lti.lowrank import lowrank_stein_residual
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was a ComplexWarning / LinAlgError / raw errors
+        with pytest.raises(exc, match=msg):
+            lowrank_stein_residual(A_SP, Z, B)
+
+
+def test_lowrank_stein_residual_still_equals_the_dense_residual():
+    from lti.lowrank import lowrank_stein_residual
+
+    Z = lti.lyapunov_factor(A_SP, ONES)
+    A = A_SP.toarray()
+    dense = np.linalg.norm(A @ Z @ Z.T @ A.T - Z @ Z.T + ONES @ ONES.T, 2)
+    for M in (A_SP, A):
+        assert abs(lowrank_stein_residual(M, Z, ONES) - dense) <= 1e-14
