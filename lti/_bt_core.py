@@ -204,6 +204,8 @@ def norm2(L: np.ndarray) -> float:
     everywhere: the variants agree to rounding."""
     if L.size == 0:
         return 0.0
+    if L.ndim == 2 and L.strides[0] < 0 and L[::-1].flags.c_contiguous:
+        L = L[::-1]  # the Schur path's row-reversed Lc: the rows' order does not change K
     big = float(abs(L).max())
     if not _SAFE_LO < big < _SAFE_HI:  # L^T L would over/underflow: scale by a power of 2
         if big == 0.0 or not math.isfinite(big):

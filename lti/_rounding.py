@@ -322,7 +322,9 @@ def resolvent_gains(T: np.ndarray, B: np.ndarray, C: np.ndarray, triangle=None,
         lam = quasi_triangular_eigvals(T) if eigenvalues is None else eigenvalues()
         # both sides in one call (the angles too): ||R B||_F by back substitution with T,
         # ||C R||_F = ||(zI - T^T)^{-1} C^T||_F by forward substitution with T^T (from T)
-        out = kern(np.ascontiguousarray(T, dtype=np.float64),
+        Tk = T if T.dtype == np.float64 and (T.flags.c_contiguous or T.flags.f_contiguous) else (
+            np.ascontiguousarray(T, dtype=np.float64))  # (LAPACK's Fortran-order T: no copy)
+        out = kern(Tk,
                    np.ascontiguousarray(B, dtype=np.float64),
                    np.ascontiguousarray(C.T, dtype=np.float64),
                    np.ascontiguousarray(lam, dtype=np.complex128), _UNIFORM)

@@ -448,7 +448,7 @@ def balanced_truncation(
         # on the Schur path the projections are formed in Schur coordinates
         # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
         S = F.schur
-        Gw = G if S is None else Realisation(S.T, S.Z.T @ G.B, G.C @ S.Z, G.D)
+        Gw = G if S is None else Realisation(S.T, *F.schur_BC, G.D)  # (Z^T B, C Z: F's)
         red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)

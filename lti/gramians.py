@@ -66,6 +66,9 @@ class GramianFactors:
         the factors of the Gramians of ``(T, Z^T B, C Z)``, i.e. ``P = Z Lc Lc^T Z^T``;
         these triangular factors keep small singular directions that the product with
         ``Z`` rounds away (balanced truncation of strongly non-normal systems needs them).
+    schur_BC : (ndarray, ndarray) or None
+        With ``schur``: ``(Z^T B, C Z)``, the Schur-coordinate input and output matrices
+        the factors were computed from (``None`` otherwise).
     """
 
     Lc: np.ndarray
@@ -73,6 +76,7 @@ class GramianFactors:
     rho: float
     path: str
     schur: SchurForm | None = None
+    schur_BC: tuple | None = None  # (Z^T B, C Z) with `schur` (the products made for the factors)
 
 
 def stable_gramian_factors(
@@ -170,7 +174,8 @@ def stable_gramian_factors(
     else:  # Hammarling on T (lti._hammarling.schur_form_factor: real kernel or complex triangle)
         Lc = _schur_coordinate_factor(schur, B, b, False)
         Lo = _schur_coordinate_factor(schur, C.T, c, True)
-    if not (np.isfinite(Lc).all() and np.isfinite(Lo).all()):  # (ndarray methods: cheaper)
+    # (ndarray methods on the contiguous arrays, not the row-reversed view: cheaper)
+    if not (np.isfinite(Lc[::-1] if Lc.strides[0] < 0 else Lc).all() and np.isfinite(Lo).all()):
         raise SolverError(
             "the Gramian factors are not finite (the Lyapunov solver failed for this `A`; "
             "entries near the underflow threshold can cause this)"
@@ -178,7 +183,7 @@ def stable_gramian_factors(
     if Z is None:
         return GramianFactors(Lc, Lo, rho, "diagonal")
     if in_schur_basis:
-        return GramianFactors(Lc, Lo, rho, "schur", schur=schur)
+        return GramianFactors(Lc, Lo, rho, "schur", schur=schur, schur_BC=(B, C))
     return GramianFactors(Z @ Lc, Z @ Lo, rho, "schur")
 
 

@@ -98,3 +98,33 @@ def test_schur_rounding_exact_under_powers_of_two(k):
     ref = schur_rounding(T, B, C, 4.0)
     assert schur_rounding(T, np.ldexp(B, k), np.ldexp(C, -k), 4.0) == ref
     assert schur_rounding(T, np.ldexp(B, k), C, 4.0) == math.ldexp(ref, k)
+
+
+def test_schur_rounding_same_for_either_layout_of_t():
+    """LAPACK's T is in Fortran order and goes to the kernel without a copy: the same
+    operations, the same bits as for a C-order T."""
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((20, 20))
+    A *= 0.99 / np.max(np.abs(np.linalg.eigvals(A)))
+    from lti.lyapunov import real_schur
+
+    S = real_schur(A)
+    B, C = S.Z.T @ rng.standard_normal((20, 2)), rng.standard_normal((2, 20)) @ S.Z
+    assert schur_rounding(np.asfortranarray(S.T), B, C, 4.0) == schur_rounding(
+        np.ascontiguousarray(S.T), B, C, 4.0)
+
+
+def test_schur_basis_factors_carry_the_schur_coordinate_b_and_c():
+    from lti.gramians import stable_gramian_factors
+    from lti.system import DiscreteLTI
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((24, 24))
+    A *= 0.9999 / np.max(np.abs(np.linalg.eigvals(A)))  # slow: the Schur path
+    G = DiscreteLTI(A, rng.standard_normal((24, 2)), rng.standard_normal((3, 24)))
+    F = stable_gramian_factors(G, in_schur_basis=True)
+    assert F.path == "schur"
+    Bs, Cs = F.schur_BC
+    np.testing.assert_array_equal(Bs, F.schur.Z.T @ G.B)
+    np.testing.assert_array_equal(Cs, G.C @ F.schur.Z)
+    assert stable_gramian_factors(G).schur_BC is None
