@@ -198,14 +198,18 @@ def _spy(monkeypatch):
 
 
 @needs_numba
-def test_auto_refinement_keeps_the_slow_correction(monkeypatch):
-    # rho = 0.9999, n = 256: the residual is the slow modes' (7-8x cut), no full step
+@pytest.mark.parametrize("method", ["auto", "schur"])
+def test_auto_refinement_keeps_the_slow_correction(method, monkeypatch):
+    # rho = 0.9999, n = 256: the residual is the slow modes' (7-8x cut), no full step;
+    # "auto": first pass from Hammarling's factor (F-ordered X), "schur": the recursion
+    # and the congruence (C-ordered X)
     monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
     A, B = _gauss(256, 0.9999, 0)
     Q = B @ B.T
     calls = _spy(monkeypatch)
-    X = solve_discrete_lyapunov(A, Q)
-    X0 = solve_discrete_lyapunov(A, Q, refine=False)
+    X = solve_discrete_lyapunov(A, Q, method=method)
+    X0 = solve_discrete_lyapunov(A, Q, method=method, refine=False)
+    assert X0.flags.c_contiguous == (method == "schur")
     assert calls["full"] == 0 and len(calls["slow"]) == 1
     assert calls["slow"][0] <= slow.SLOW_TOL
     r0, r1 = _residual(A, X0, Q), _residual(A, X, Q)
