@@ -17,7 +17,9 @@ Residual: ``||A X A^T - X + Q||_F / ||Q||_F``. Time: minimum over ``--repeats`` 
 process CPU time (``--clock cpu``, default: robust on a shared machine; with one BLAS thread
 it equals the single-core wall time) or of the wall time (``--clock wall``). BLAS threads are
 pinned with threadpoolctl (``--threads``, default 1) and printed. All ratios come from this
-one run. Accuracy sections follow: strongly non-normal ``A`` (ours vs SB03MD/SB03OD); a
+one run. Then ``lti solve``'s ``refine`` options ("auto", the default; True, the full
+refinement step; False) on the dense rho = 0.9999 case at the largest size. Accuracy
+sections follow: strongly non-normal ``A`` (ours vs SB03MD/SB03OD); a
 nearly singular ``X`` (single input, eigenvalues of X decaying to eps), where the factor is
 compared with an accurate closed-form reference; and the residual ratios ours / SLICOT over
 ``--seeds`` random instances for rho = 0.9999 and non-normal ``A`` (median, min, max).
@@ -176,10 +178,12 @@ def jit_info() -> str:
 
 def warm_up():
     """One solve and one factor at n = 512, rho = 0.9999 before any timing: numba's import,
-    compilation (first use) or cache load of every kernel these paths use (the single
-    precision correction included) stay out of the timed calls."""
+    compilation (first use) or cache load of every kernel these paths use (the slow-mode
+    correction of the default refine="auto", and the full step's single precision correction
+    through refine=True) stay out of the timed calls."""
     A, B = make_case("dense", 512, 0.9999)
     solve_discrete_lyapunov(A, B @ B.T)
+    solve_discrete_lyapunov(A, B @ B.T, refine=True)
     lyapunov_factor(A, B)
 
 
@@ -218,6 +222,21 @@ def run_table(args):
                 )
                 print(f"  done {kind} rho={rho} n={n}", flush=True)
     return rows, ratios
+
+
+def run_refine_modes(args):
+    """``solve_discrete_lyapunov``'s ``refine`` options on the dense rho = 0.9999 case at the
+    largest size: "auto" (default: the O(n^2) slow-mode correction where its probes allow),
+    True (the full refinement step), False (none); time and residual each."""
+    n = max(args.sizes)
+    A, B = make_case("dense", n, 0.9999)
+    Q = B @ B.T
+    reps = args.repeats if n <= 256 else 1
+    out = []
+    for mode in ("auto", True, False):
+        t, X = timed(lambda mode=mode: solve_discrete_lyapunov(A, Q, refine=mode), args.clock, reps)
+        out.append((n, repr(mode), t, residual(A, X, Q)))
+    return out
 
 
 def run_large_diagonal(args):
@@ -354,6 +373,12 @@ def main():
         for kind, rho, n, rs, rf, ts, rss, rfs, path, spath in ratios:
             emit(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x | {ts:.4f} | {rss:.2f}x "
                  f"| {rfs:.2f}x | {path} | {spath} |")
+        if args.sizes:
+            emit("\n| dense A, rho=0.9999: lti solve with refine= | n | time [s] | rel. residual |")
+            emit("|---|---|---|---|")
+            data["refine_modes"] = run_refine_modes(args)
+            for n, mode, t, r in data["refine_modes"]:
+                emit(f"| {mode} | {n} | {t:.4f} | {r:.2e} |")
         if args.diag_large:
             emit("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
             emit("|---|---|---|---|")

@@ -1,8 +1,9 @@
 """Stein equations ``A X A^H - X + Q = 0`` for the solution ``X`` itself.
 
 Recursive blocked Bartels-Stewart (Kitagawa; Jonsson & Kagstrom's recursion) on the real
-Schur form, with one residual-triggered refinement step, and the squared Smith iteration
-for ``X``. The public entry point is :func:`lti.lyapunov.solve_discrete_lyapunov`.
+Schur form, with one residual-triggered refinement step (by default first the O(n^2)
+slow-mode correction of :mod:`lti._stein_slow`), and the squared Smith iteration for ``X``.
+The public entry point is :func:`lti.lyapunov.solve_discrete_lyapunov`.
 """
 
 from __future__ import annotations
