@@ -51,7 +51,8 @@ class HRMConfig:
     target_modules : str or sequence of str or None, default None
         Which modules get an adapter. ``None`` finds the feed-forward of every decoder block
         (the block's ``mlp``, or else its ``feed_forward``, ``ffn`` or ``block_sparse_moe``,
-        where the block sits in an ``nn.ModuleList``; OPT's ``fc1``/``fc2`` pair). A string is a
+        where the block sits in an ``nn.ModuleList``; OPT's ``fc1``/``fc2`` pair; the language
+        model's blocks only in a vision-language model). A string is a
         regular expression that must match the whole dotted module name
         (``re.fullmatch``); a list matches names exactly or as a dotted suffix
         (``"mlp"`` matches ``"model.layers.0.mlp"`` but not ``"model.layers.0.gate_mlp"``).

@@ -235,7 +235,9 @@ def find_target_modules(model: nn.Module, target_modules: str | Sequence[str] | 
         (``"transformer.h.3"``, ``"model.layers.3"``), its feed-forward: the first of
         :data:`FEED_FORWARD_NAMES` (``mlp``, ``feed_forward``, ``ffn``, ``block_sparse_moe``)
         it has and, in blocks without one, the second module of a :data:`PAIRS` pair (OPT's
-        ``fc2``, BERT's ``output.dense``).
+        ``fc2``, BERT's ``output.dense``); in a model with a vision tower beside its language
+        model (a separate text config: LLaVA, Qwen2-VL, Gemma 3), the language model's blocks
+        only (its ``get_decoder()``).
 
     Returns
     -------
@@ -248,9 +250,34 @@ def find_target_modules(model: nn.Module, target_modules: str | Sequence[str] | 
         ``target_modules`` is neither None, a string nor a sequence of strings.
     """
     _check_selector(target_modules)
-    return [name for name, _ in _walk(model)
-            if (_default_hit(model, name) if target_modules is None
-                else matches_target(name, target_modules))]
+    if target_modules is None:
+        inside = _text_decoder(model)
+        return [name for name, _ in _walk(model)
+                if name.startswith(inside) and _default_hit(model, name)]
+    return [name for name, _ in _walk(model) if matches_target(name, target_modules)]
+
+
+def _text_decoder(model: nn.Module) -> str:
+    """``"<name>."`` of the text decoder of a model with a separate text config (LLaVA,
+    Qwen2-VL, Gemma 3: a vision tower beside the language model), else ``""``.
+
+    The default targets are that decoder's blocks: the call's attention mask and KV cache are
+    the text stream's, and a vision encoder's blocks (often of another width) see image patches.
+    """
+    hf_config = getattr(model, "config", None)
+    get_text = getattr(hf_config, "get_text_config", None)
+    get_decoder = getattr(model, "get_decoder", None)
+    if not callable(get_text) or not callable(get_decoder):
+        return ""
+    try:
+        if get_text() is hf_config:
+            return ""
+        decoder = get_decoder()
+    except Exception:  # noqa: BLE001 - no decoder to tell: all blocks, as for any model
+        return ""
+    if decoder is model or not isinstance(decoder, nn.Module):
+        return ""
+    return next((name + "." for name, m in model.named_modules() if m is decoder and name), "")
 
 
 def block_index(name: str) -> int | None:
@@ -414,7 +441,8 @@ def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -
         ran = _dry_run_width(module, width)
         if ran == width:
             return None
-        if ran is None and linear_dims(module) is None:  # a block, not a linear layer itself
+        if ran is None and linear_dims(module) is None and w_in in (None, width):
+            # a block, not a linear layer itself, whose input fits: its output is in doubt
             how = (" (by its first and last linear layers; it could not be run on a (1, 2, "
                    f"{width}) meta tensor to check)")
     if reads == "mlp_input" and w_in is not None and w_in != width:

@@ -79,3 +79,33 @@ def test_a_block_takes_its_first_feed_forward_name_only():
     model.forward = lambda x: model.blocks[1](model.blocks[0](x))
     inject(model, HRMConfig(d_state=2, d_model=8))
     assert list(find_adapters(model)) == ["blocks.0.mlp", "blocks.1.mlp"]
+
+
+def _tiny_llava():
+    vision = transformers.CLIPVisionConfig(hidden_size=16, intermediate_size=32,
+                                           num_hidden_layers=1, num_attention_heads=2,
+                                           image_size=16, patch_size=8)
+    text = transformers.LlamaConfig(**{k: v for k, v in COMMON.items()
+                                       if k != "max_position_embeddings"})
+    torch.manual_seed(0)
+    return transformers.LlavaForConditionalGeneration(transformers.LlavaConfig(
+        vision_config=vision, text_config=text, image_token_index=63)).eval()
+
+
+def test_a_vision_language_model_gets_adapters_in_its_language_model_only():
+    # before: AdapterShapeError "'model.vision_tower.encoder.layers.0.mlp' reads 16 features,
+    # not the stream width H = 32" (the vision tower's blocks were default targets too)
+    model = _tiny_llava()
+    ids = torch.tensor([[5, 63, 63, 63, 63, 7, 8, 9]])  # 4 image tokens: (16 / 8) ** 2 patches
+    pixels = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        base = model(input_ids=ids, pixel_values=pixels).logits
+    inject(model, HRMConfig(d_state=4))
+    assert list(find_adapters(model)) == ["model.language_model.layers.0.mlp",
+                                          "model.language_model.layers.1.mlp"]
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids, pixel_values=pixels).logits, base)
+        for adapted in find_adapters(model).values():
+            adapted.adapter.gate.fill_(0.5)
+        kw = dict(input_ids=ids, pixel_values=pixels, max_new_tokens=4, do_sample=False)
+        assert torch.equal(model.generate(**kw), model.generate(use_cache=False, **kw))
