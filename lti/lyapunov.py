@@ -165,12 +165,13 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto", refine="auto") -> np.
     eigenvalues) is removed exactly by ``dX = H V^T + V H^T``, ``A H L^T - H + G = 0``
     (``L = V^T A V``), an n x 8 equation solved on the Schur form: O(n^2) work, the n x n
     residual is never formed. It is kept when the probes show at most a quarter of the
-    residual left (the probes' ratio was within 15 % of the true one in the cases measured;
-    n = 1024, spectral radius 0.9999: about 1/6). Otherwise (the residual not on a few slow
-    modes: e.g. many eigenvalues near the unit circle, or strongly non-normal ``A``), and
-    always with ``refine=True``, the full step follows: the residual formed in full (4 n^3)
-    and, when it exceeds ``1e-13`` relative, one step of iterative refinement (correction
-    from the same Schur form), typically lowering it ten-fold. For ``n >= 256`` that
+    residual left (the probes' ratio was within about 20 % of the true one, mostly above it,
+    in the cases measured; n = 1024, spectral radius 0.9999: about 1/6). Otherwise (the
+    residual not on a few slow modes: e.g. many eigenvalues near the unit circle, or
+    strongly non-normal ``A``), and always with ``refine=True``, the full step follows: the
+    residual formed in full (4 n^3) and, when it exceeds ``1e-13`` relative, one step of
+    iterative refinement (correction from the same Schur form), typically lowering it
+    ten-fold. For ``n >= 256`` that
     correction's right-hand side ``Z^T R Z`` and recursion run in single precision (it
     needs a few digits) and it is kept when a check with 4 random probe vectors shows it
     removes at least 99 % of the residual: with its back-transform in single precision,

@@ -310,3 +310,51 @@ def test_refine_false_returns_the_first_solve(method):
     if method == "schur":
         S = real_schur(A)
         assert np.array_equal(X, stein.solve_schur(A, Q, S, refine=False))
+
+
+def _mixed_system(seed):
+    """A stable A of one of four kinds (Gaussian, mildly / strongly non-normal, a circle of
+    eigenvalues with random radii) near the unit circle, and a Q = B B^T of rank 1-3."""
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(256, 300))
+    kind = seed % 4
+    if kind == 0:
+        A = rng.standard_normal((n, n))
+    else:
+        Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
+        if kind == 3:
+            th = rng.uniform(0, np.pi, n // 2)
+            r = np.repeat(rng.uniform(0.5, 1, n // 2), 2)
+            D = sla.block_diag(*[[[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]] for t in th])
+            D = D * r[:, None]
+            if D.shape[0] < n:
+                D = sla.block_diag(D, [[0.3]])
+        else:
+            N = ((0.5 if kind == 1 else 2.0) / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
+            D = np.diag(rng.uniform(-1, 1, n)) + N
+        A = Z @ D @ Z.T
+    A *= [0.999, 0.9999, 0.99][seed % 3] / np.max(np.abs(np.linalg.eigvals(A)))
+    B = rng.standard_normal((n, 1 + seed % 3))
+    return A, B @ B.T
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", range(8))
+def test_auto_refinement_guarantee_on_mixed_systems(seed, monkeypatch):
+    # the documented outcome of refine="auto": the first solve when the probes show a small
+    # residual, the slow correction only when it left <= 1/4 of it (true residual within
+    # 25 % of the probes' estimate), else exactly refine=True; never above the first solve
+    monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
+    A, Q = _mixed_system(seed)
+    calls = _spy(monkeypatch)
+    X = solve_discrete_lyapunov(A, Q)
+    r0 = _residual(A, solve_discrete_lyapunov(A, Q, refine=False), Q)
+    r = _residual(A, X, Q)
+    assert r <= r0
+    if not calls["slow"]:
+        assert calls["full"] == 0 and r == r0 and r0 <= 1.5 * stein.REFINE_RTOL
+    elif calls["full"] == 0:
+        assert calls["slow"][0] <= slow.SLOW_TOL and r <= 1.25 * slow.SLOW_TOL * r0
+    else:
+        assert calls["slow"][0] > slow.SLOW_TOL
+        assert np.array_equal(X, solve_discrete_lyapunov(A, Q, refine=True))
