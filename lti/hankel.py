@@ -450,13 +450,14 @@ def _pow2(X: np.ndarray) -> float:
 def _normalised(G: DiscreteLTI):
     """``(A, B / sb, C / sc, D / (sb sc))`` with powers of two ``sb ~ max|B|``,
     ``sc ~ max|C|`` (exact): Gramians and HSVs of order one whatever the scale of ``G``
-    (they under- or overflow beyond about 1e+-154 otherwise). ``G`` itself when the
-    scaled ``D`` would not be finite."""
+    (they under- or overflow beyond about 1e+-154 otherwise; ``sb sc`` itself may overflow,
+    ``D`` is then divided in two steps). ``G`` itself when the scaled ``D`` would not be
+    finite."""
     sb, sc = _pow2(G.B), _pow2(G.C)
     if sb == 1.0 and sc == 1.0:
         return G, (1.0, 1.0)
-    with np.errstate(over="ignore"):
-        D = G.D / (sb * sc) if np.isfinite(sb * sc) else np.full(G.D.shape, np.inf)
+    with np.errstate(over="ignore"):  # sb sc overflows for B, C beyond ~1e154 each
+        D = G.D / (sb * sc) if np.isfinite(sb * sc) else G.D / sb / sc
     if not np.all(np.isfinite(D)):
         return G, (1.0, 1.0)
     return DiscreteLTI(G.A, G.B / sb, G.C / sc, D, G.dt), (sb, sc)
@@ -674,23 +675,25 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
         )
         bound = measured[1]
     measured = None if measured is None else measured[1]
-    g = sb * sc
-    if g != 1.0:  # back to the caller's scale (powers of two: exact)
-        Gr = DiscreteLTI(Gr.A, Gr.B * sb, Gr.C * sc, Gr.D * g, Gr.dt)
+    def g(x):  # back to the caller's scale (powers of two: exact)
+        return x * (sb * sc) if np.isfinite(sb * sc) else x * sb * sc  # (sb sc may overflow)
+
+    if (sb, sc) != (1.0, 1.0):
+        Gr = DiscreteLTI(Gr.A, Gr.B * sb, Gr.C * sc, g(Gr.D), Gr.dt)
     if was_control:
         Gr = Gr.to_control()
-    hsv = hsv * g
+    hsv = g(hsv)
     hsv.setflags(write=False)
     return HankelNormApproximation(
         reduced=Gr,
         hsv=hsv,
         order=r,
-        hankel_error=sigma * g,
-        lower_bound=max(sigma - float(rounding), 0.0) * g,
-        tail=tail * g,
-        rounding_term=float(rounding) * g,
-        error_bound=bound * g,
+        hankel_error=g(sigma),
+        lower_bound=g(max(sigma - float(rounding), 0.0)),
+        tail=g(tail),
+        rounding_term=g(float(rounding)),
+        error_bound=g(bound),
         multiplicity=k,
         minimal_order=nmin,
-        measured_error=None if measured is None else measured * g,
+        measured_error=None if measured is None else g(measured),
     )

@@ -36,3 +36,22 @@ def test_bt_bounds_with_a_huge_feedthrough_are_finite_and_hold(match_dc):
         err = lti.hinf_norm(lti.DiscreteLTI(A, B, C) - lti.DiscreteLTI(
             res.reduced.A, res.reduced.B, res.reduced.C)).value
         assert res.lower_bound <= err <= res.error_bound
+
+
+def test_hna_when_max_B_times_max_C_overflows_but_the_hsvs_do_not():
+    # B, C ~ 2^511 each: the power-of-two scale sb sc = 2^1024 overflows (the construction then
+    # ran unscaled and sigma^2 raised a raw OverflowError); sigma_1 ~ 3.7e307 is representable
+    G1 = lti.DiscreteLTI(A[:2, :2], B[:2], C[:, :2], [[0.25]])
+    s = 2.0**511
+    G = lti.DiscreteLTI(G1.A, G1.B * s, G1.C * s, [[0.25]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = lti.hankel_norm_approximation(G, order=1)
+    ref = lti.hankel_norm_approximation(G1, order=1)
+    np.testing.assert_array_equal(res.hsv / s / s, ref.hsv)  # powers of two: exact
+    assert res.hankel_error / s / s == ref.hankel_error
+    np.testing.assert_allclose(res.error_bound / s / s, ref.error_bound, rtol=1e-9)
+    w = np.linspace(0.0, np.pi, 9)
+    Gr = res.reduced
+    np.testing.assert_allclose(Gr.frequency_response(w) / s / s - 0.25 / s / s,
+                               ref.reduced.frequency_response(w) - 0.25, rtol=1e-8, atol=1e-12)
