@@ -218,7 +218,7 @@ def _family(draw, fam, n, m, p, rng, max_radius, min_distance, nonnormality, dec
         A = _non_normal(rng, lam, departure, max_radius)
     else:  # fir / nilpotent
         if draw(st.booleans()):  # shift register: z^{-1} chain, taps in C
-            A = np.diag(np.ones(max(n - 1, 0)), -1)
+            A = np.diag(np.ones(n - 1), -1) if n else np.zeros((0, 0))  # (diag([], -1): 1x1)
             B = np.zeros((n, m))
             if n:
                 B[0] = rng.standard_normal(m)

@@ -37,3 +37,25 @@ def test_a_weighted_result_whose_bound_is_broken_fails_the_assertion():
 def test_a_non_result_is_a_typed_error_naming_what_is_missing(helper):
     with pytest.raises(lti.InvalidArgumentError, match=r"got object without reduced"):
         helper(G, object())
+
+
+def test_every_kind_draws_valid_systems_with_no_states():
+    pytest.importorskip("hypothesis", reason="the strategies are hypothesis strategies")
+    from hypothesis import HealthCheck, given, settings
+
+    from lti.testing import strategies
+
+    def check(kind):  # "fir" with n = 0 built a 1x1 A (np.diag([], -1)): ShapeError
+        drawn = []
+
+        @settings(max_examples=8, deadline=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(G=strategies.stable_systems(n=0, kind=kind))
+        def draw(G):
+            assert G.n == 0 and G.B.shape == (0, G.m) and G.C.shape == (G.p, 0)
+            drawn.append(G)
+
+        draw()
+        return len(drawn)
+
+    assert all(check(kind) > 0 for kind in strategies.KINDS)
