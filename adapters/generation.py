@@ -60,6 +60,7 @@ from adapters._decode import DecodePlan as _Plan
 from adapters._decode import DecodeWeights as _DecodeWeights
 from adapters._decode import StateStack as _Stack
 from adapters._masks import token_mask
+from adapters._packing import packed_branch, packed_starts
 from adapters.exceptions import AdapterError, AdapterShapeError
 from adapters.scan import autocast_on
 
@@ -161,6 +162,7 @@ class _Context:
     new_states: dict[str, torch.Tensor] = field(default_factory=dict)
     start_states: dict[str, torch.Tensor] = field(default_factory=dict)
     history: dict[str, torch.Tensor] = field(default_factory=dict)  # (B, k, N) per adapter
+    segments: torch.Tensor | None = None  # packed sequences' starts (B, L) (adapters._packing)
     _initial: dict[str, torch.Tensor] | None = None
 
     def initial(self) -> dict[str, torch.Tensor] | None:
@@ -392,6 +394,8 @@ class AdapterRuntime:
             record.check(past)
         ctx = _Context(stateful=stateful, past=past, cache=cache, record=record, mask=mask,
                        batch=batch, weights=None if record is None else record.weights)
+        if not stateful and bound.get("attention_mask") is None and batch is not None:
+            ctx.segments = packed_starts(bound.get("position_ids"), batch, ids.shape[1])
         if record is not None and batch is not None and ids.shape[1] == 1:
             ctx.plan = self._plan(ctx)
         return ctx
@@ -517,6 +521,8 @@ class AdapterRuntime:
             if drop is not None:
                 u = u.masked_fill(drop, 0.0)  # (B, L, H); padded positions feed a zero stream
         if not ctx.stateful:
+            if ctx.segments is not None and ctx.segments.shape == u.shape[:2]:
+                return packed_branch(adapted.adapter, u, ctx.segments)  # padding-free batch
             return adapted.adapter(u)
         key = adapted.adapter_name
         s0 = None

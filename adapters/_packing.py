@@ -1,0 +1,87 @@
+"""Packed (padding-free) batches: several sequences in one row, told apart by ``position_ids``.
+
+transformers' ``DataCollatorWithFlattening`` (and TRL's ``padding_free``) concatenates the
+examples of a batch into one row and restarts ``position_ids`` at 0 for each; the base model
+keeps the sequences apart (``masking_utils.find_packed_sequence_indices``: a new sequence
+wherever ``position_ids`` does not step by 1, for calls without a 2-D ``attention_mask`` and
+without a cache). The adapters do the same: each packed sequence's SSM starts from the zero
+state, as it would alone.
+
+With ``s`` the state trajectory of the whole row (no restart) and ``t0`` the first position of
+the sequence holding position ``t``, linearity gives the restarted state
+
+    s'_t = s_t - ā^(t - t0 + 1) ⊙ s_(t0 - 1)
+
+(``s_(-1) = 0``), so one parallel scan of the row serves all its sequences, in O(L) memory.
+Shapes: B batch, L length, H width, N states.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["packed_starts", "packed_branch"]
+
+
+def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor | None:
+    """First position of each position's packed sequence, shape (B, L), or None when no row
+    holds more than one sequence (or ``position_ids`` is not a (B or 1, L) tensor).
+
+    Parameters
+    ----------
+    position_ids : torch.Tensor or None
+        The model call's ``position_ids``, shape (B, L) or (1, L).
+    batch : int or None
+        B.
+    length : int
+        L.
+
+    Returns
+    -------
+    torch.Tensor or None
+        int64, ``t0[b, t]`` = the position where the sequence of ``(b, t)`` starts.
+
+    Examples
+    --------
+    >>> packed_starts(torch.tensor([[0, 1, 2, 0, 1]]), 1, 5).tolist()
+    [[0, 0, 0, 3, 3]]
+    >>> packed_starts(torch.arange(4)[None], 1, 4) is None
+    True
+    """
+    if (not isinstance(position_ids, torch.Tensor) or position_ids.dim() != 2
+            or position_ids.is_floating_point() or position_ids.shape[-1] != length
+            or batch is None or position_ids.shape[0] not in (1, batch)):
+        return None
+    pos = position_ids.expand(batch, -1)
+    new = torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1) != 1  # (B, L) a sequence starts
+    if not bool(new[:, 1:].any()):  # a host sync, as the base model's own check
+        return None
+    t = torch.arange(length, device=pos.device).expand(batch, -1)
+    return torch.cummax(torch.where(new, t, torch.zeros_like(t)), dim=1).values
+
+
+def packed_branch(adapter: nn.Module, u: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """The adapter's output for a packed stream, each sequence from the zero state.
+
+    Parameters
+    ----------
+    adapter : HRMAdapter
+    u : torch.Tensor, shape (B, L, H)
+    starts : torch.Tensor, shape (B, L)
+        From :func:`packed_starts`.
+
+    Returns
+    -------
+    torch.Tensor, shape (B, L, H)
+        Equal to running each packed sequence alone (to rounding).
+    """
+    ssm = adapter.ssm
+    s = ssm.trajectory(u)  # (B, L, N), the whole row from the zero state
+    a = ssm.discrete()[0].to(s.dtype)  # (N,)
+    starts = starts.to(u.device)
+    t = torch.arange(u.shape[1], device=u.device)
+    steps = (t - starts + 1).to(a.real.dtype if a.is_complex() else a.dtype)  # (B, L)
+    prev = (starts - 1).clamp(min=0)[..., None].expand(-1, -1, s.shape[-1])
+    carried = torch.gather(s, 1, prev) * (starts > 0)[..., None]  # s_(t0 - 1), (B, L, N)
+    return adapter.readout(s - torch.pow(a, steps[..., None]) * carried)
