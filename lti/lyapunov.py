@@ -107,12 +107,12 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto", refine="auto") -> np.
         The refinement step of ``"schur"`` and ``"smith"`` (Notes; ignored by
         ``"diagonal"``, ``"slycot"`` and the factored Smith path of ``"auto"``, whose
         residual is checked). ``True``: one full step of iterative refinement whenever the
-        relative residual exceeds ``1e-13``. ``"auto"`` (default): the same, except that
-        for real ``A`` and ``Q`` with ``n >= 256`` and the compiled kernels the residual is
-        estimated first from 16 fixed probe vectors (O(n^2), the n x n residual is not
-        formed), nothing more is done when the estimate is at most ``1e-13``, and a
-        correction on the slow modes alone (O(n^2)) replaces the full step when the probes
-        show it leaving at most a quarter of the residual. ``False``: none.
+        relative residual exceeds ``1e-13``. ``"auto"`` (default): the same, except that on
+        the Schur path, for real ``A`` and ``Q`` with ``n >= 256`` and the compiled
+        kernels, the residual is estimated first from 16 fixed probe vectors (O(n^2), the
+        n x n residual is not formed), nothing more is done when the estimate is at most
+        ``1e-13``, and a correction on the slow modes alone (O(n^2)) replaces the full step
+        when the probes show it leaving at most a quarter of the residual. ``False``: none.
 
     Returns
     -------
