@@ -26,7 +26,7 @@ from scipy.optimize import minimize_scalar
 
 from lti._validation import stability_margin, unstable_message
 from lti.balanced import hankel_singular_values
-from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti.exceptions import InvalidArgumentError, NonFiniteError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse
 from lti.lyapunov import lyapunov_factor
 from lti.system import DiscreteLTI, as_discrete_system, is_control_system
@@ -500,7 +500,15 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
     theta = np.unique(
         np.concatenate([np.linspace(0.0, np.pi, 65), _wrap_fold(np.angle(poles[near]))])
     )
-    f = _sigma_max(G, theta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        H0 = G.frequency_response(theta)  # (k, p, m)
+    if not np.all(np.isfinite(H0)):  # (not a NaN lower bound passed on as `C / gamma`)
+        raise NonFiniteError(
+            "the frequency response of `sys` overflows float64 (max|B| = "
+            f"{np.max(np.abs(G.B)):.3g}, max|C| = {np.max(np.abs(G.C)):.3g}): the H-infinity "
+            "norm is at or beyond the float range; scale B or C down and the norm up"
+        )
+    f = np.linalg.svd(H0, compute_uv=False)[:, 0]  # _sigma_max(G, theta)
     i = int(np.argmax(f))
     lo, hi = theta[max(i - 1, 0)], theta[min(i + 1, theta.size - 1)]
     theta_pk, gamma_lb = _polish(G, lo, hi, float(theta[i]), float(f[i]))

@@ -55,3 +55,21 @@ def test_hna_when_max_B_times_max_C_overflows_but_the_hsvs_do_not():
     Gr = res.reduced
     np.testing.assert_allclose(Gr.frequency_response(w) / s / s - 0.25 / s / s,
                                ref.reduced.frequency_response(w) - 0.25, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("s", [1e154, 1e160])
+def test_hinf_norm_beyond_the_float_range_is_a_typed_error_not_about_C(s):
+    # the response ~1.3 s^2 overflows: was NonFiniteError "`C` must be finite; got nan" (an
+    # internal G / gamma with gamma = nan) at 1e154 and LinAlgError "SVD did not converge" at 1e160
+    G = lti.DiscreteLTI(A[:2, :2], np.array([[1.0], [0.5]]) * s, np.array([[1.0, -1.0]]) * s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(lti.NonFiniteError, match="frequency response of `sys` overflows"):
+            lti.hinf_norm(G)
+
+
+def test_hinf_norm_just_inside_the_float_range_still_scales():
+    G1 = lti.DiscreteLTI(A[:2, :2], [[1.0], [0.5]], [[1.0, -1.0]])
+    s = 2.0**500
+    G = lti.DiscreteLTI(G1.A, G1.B * s, G1.C * s)
+    assert lti.hinf_norm(G).value / s / s == pytest.approx(lti.hinf_norm(G1).value, rel=1e-12)
