@@ -144,6 +144,8 @@ def hankel_norm(sys) -> float:
     ------
     UnstableSystemError
         Spectral radius of ``A`` >= 1.
+    NonFiniteError
+        The norm is beyond the float64 range.
 
     Notes
     -----
@@ -160,7 +162,11 @@ def hankel_norm(sys) -> float:
     True
     """
     hsv = hankel_singular_values(sys)
-    return float(hsv[0]) if hsv.size else 0.0
+    s1 = float(hsv[0]) if hsv.size else 0.0
+    if not np.isfinite(s1):  # (hankel_singular_values gives nan there, not inf)
+        raise NonFiniteError("the Hankel norm of `sys` overflows float64 (the product of the "
+                             "Gramian factors is beyond the float range); scale B or C down")
+    return s1
 
 
 # ----------------------------------------------------------------------------- Hinf

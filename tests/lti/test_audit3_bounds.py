@@ -73,3 +73,16 @@ def test_hinf_norm_just_inside_the_float_range_still_scales():
     s = 2.0**500
     G = lti.DiscreteLTI(G1.A, G1.B * s, G1.C * s)
     assert lti.hinf_norm(G).value / s / s == pytest.approx(lti.hinf_norm(G1).value, rel=1e-12)
+
+
+def test_hankel_norm_beyond_the_float_range_is_a_typed_error_not_nan():
+    s = 1e160  # sigma_1 ~ 8e319: hankel_norm returned nan silently
+    G = lti.DiscreteLTI(A[:2, :2], np.array([[1.0], [0.5]]) * s, np.array([[1.0, -1.0]]) * s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (from the HSV computation itself)
+        with pytest.raises(lti.NonFiniteError, match="Hankel norm of `sys` overflows"):
+            lti.hankel_norm(G)
+    s = 1e150  # inside the range: sigma_1 ~ 8.3e299, s^2 times the unscaled value
+    G1 = lti.DiscreteLTI(A[:2, :2], [[1.0], [0.5]], [[1.0, -1.0]])
+    G = lti.DiscreteLTI(G1.A, G1.B * s, G1.C * s)
+    assert lti.hankel_norm(G) / s / s == pytest.approx(lti.hankel_norm(G1), rel=1e-12)
