@@ -89,26 +89,31 @@ class StepBatch:
             stack = StateStack(weights, batch, real, cplx, ring=True)
             self.ring.append((stack, self.slots(stack)))
 
-    def slots(self, stack: StateStack) -> list[tuple]:
-        """Per adapter ``(real block (B, 1, n), its weights, complex block as (Re, Im) pairs
-        (B, 1, 2n), its weights)``, views of ``stack``'s buffers."""
+    def slots(self, stack: StateStack) -> dict[str, tuple]:
+        """Per adapter name ``(index, stream shape (B, 1, H), flattened (B, H), real block
+        (B, 1, n), its W_in and W_out expanded, complex block as (Re, Im) pairs (B, 1, 2n), its
+        W_in and W_out)``, views of ``stack``'s buffers (None for an empty group): what
+        :meth:`DecodePlan.step` reads, in one tuple."""
         w, B = self.weights, self.batch
         views_r = iter(()) if stack.real is None else iter(
             torch.split(stack.real, [B * n for n in w.n_real if n]))
         views_c = iter(()) if stack.cplx is None else iter(torch.split(
             torch.view_as_real(stack.cplx).view(-1), [2 * B * n for n in w.n_cplx if n]))
-        out = []
-        for (g_r, g_c), (e_r, e_c) in zip(w.groups, self.expanded, strict=True):
+        out = {}
+        for i, (name, (g_r, g_c), (e_r, e_c)) in enumerate(
+                zip(w.names, w.groups, self.expanded, strict=True)):
             v_r = None if g_r is None else next(views_r).view(B, 1, -1)  # (B, 1, n_real)
             v_c = None if g_c is None else next(views_c).view(B, 1, -1)  # (B, 1, 2 n_cplx)
-            out.append((v_r, e_r, v_c, e_c))
+            H = (e_r or e_c)[0].shape[1]  # W_in expanded: (B, H, n)
+            out[name] = (i, torch.Size((B, 1, H)), torch.Size((B, H)),
+                         v_r, *(e_r or (None, None)), v_c, *(e_c or (None, None)))
         return out
 
     def take(self, busy: tuple) -> tuple[StateStack, list] | None:
         """A ring buffer that none of ``busy`` (stacks still referenced) is; None if the ring
         cannot be written here (made under inference mode, now outside it)."""
         for stack, slots in self.ring:
-            if not any(stack is b for b in busy):
+            if stack not in busy:  # (identity: a StateStack has no __eq__)
                 t = stack.real if stack.real is not None else stack.cplx
                 if (not torch.compiler.is_compiling() and t.is_inference()
                         and not torch.is_inference_mode_enabled()):
@@ -178,6 +183,10 @@ class DecodePlan:
     """One decode step of all adapters: every pole applied at once, then layer by layer
     ``s += x B̄ᵀ`` in place and ``h + s (gate C)ᵀ``."""
 
+    # slots: a compact object; step() runs once per layer and token, after the MLP has
+    # streamed its weights through the caches, where every object it touches is a cache miss
+    __slots__ = ("weights", "prev", "keep", "batch", "stack", "slots", "ran", "dtype")
+
     def __init__(self, weights: DecodeWeights, prev: StateStack, keep: torch.Tensor | None,
                  busy: tuple = ()) -> None:
         B = prev.batch
@@ -195,7 +204,7 @@ class DecodePlan:
         if prev.cplx is not None:
             torch.mul(batch.a_c, prev.cplx, out=stack.cplx)  # (B * K,) complex
         self.weights, self.prev, self.keep, self.batch = weights, prev, keep, B
-        self.stack, self.slots = stack, slots
+        self.stack, self.slots, self.dtype = stack, slots, weights.dtype
         self.ran = [False] * len(weights.names)
 
     def step(self, name: str, u: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
@@ -203,29 +212,33 @@ class DecodePlan:
 
         ``u``, ``h``: (B, 1, H), or (B, H) for a flattened one-token stream.
         """
-        i = self.weights.index.get(name)
-        shape = u.shape
-        if i is None or shape != h.shape or shape[0] != self.batch:
+        slot = self.slots.get(name)
+        if slot is None:
             return None
-        flat = len(shape) == 2
-        if flat:
-            x, hh = u.unsqueeze(1), h.unsqueeze(1)  # (B, 1, H)
-        elif len(shape) == 3 and shape[1] == 1:
+        i, one, flat_shape, v_r, in_r, out_r, v_c, in_c, out_c = slot
+        # shapes compared with the slot's (B, 1, H) and (B, H): fewer steps than unpacking
+        shape = u.shape
+        flat = False
+        if shape == one:
+            if h.shape != one:
+                return None
             x, hh = u, h
+        elif shape == flat_shape and h.shape == flat_shape:
+            flat = True
+            x, hh = u.unsqueeze(1), h.unsqueeze(1)  # (B, 1, H)
         else:
             return None
-        v_r, e_r, v_c, e_c = self.slots[i]
-        dtype = self.weights.dtype
-        if x.dtype != dtype:
+        dtype = self.dtype
+        if x.dtype is not dtype:
             x = x.to(dtype)
         if self.keep is not None:
             x = x * self.keep  # (B, 1, 1): a padded token feeds a zero stream
         # s = ā ⊙ s_prev + x B̄ᵀ, in the buffer: (B, 1, n); complex states as (Re, Im) pairs
         if v_r is not None:
-            v_r.baddbmm_(x, e_r[0])
+            v_r.baddbmm_(x, in_r)
         if v_c is not None:
-            v_c.baddbmm_(x, e_c[0])
-        low = hh.dtype != dtype
+            v_c.baddbmm_(x, in_c)
+        low = hh.dtype is not dtype
         if low:
             out = hh.to(dtype)  # the sum is rounded once, to the target's dtype
         elif hh.is_contiguous():
@@ -233,9 +246,9 @@ class DecodePlan:
         else:
             out = hh.clone(memory_format=torch.contiguous_format)
         if v_r is not None:
-            out.baddbmm_(v_r, e_r[1])  # h + s (gate C)ᵀ                           (B, 1, H)
+            out.baddbmm_(v_r, out_r)  # h + s (gate C)ᵀ                           (B, 1, H)
         if v_c is not None:
-            out.baddbmm_(v_c, e_c[1])
+            out.baddbmm_(v_c, out_c)
         self.ran[i] = True
         if low:
             out = out.to(h.dtype)

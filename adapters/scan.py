@@ -178,6 +178,10 @@ def _no_grad_scan(u, a, s0, core):
         return core(u, a, s0)
 
 
+def _core_call(u, a, s0, core):
+    return core(u, a, s0)
+
+
 def run_core(u, a, s0, core, check=True):
     """Validate, cast to the compute dtype, run ``core`` with autocast off, cast back.
 
@@ -193,10 +197,11 @@ def run_core(u, a, s0, core, check=True):
     args = (u.to(compute), a.to(compute), s0_c, core)
     # without a gradient to take, the core itself (the autograd Function's own overhead is
     # most of a short scan's cost, e.g. a prompt in generation); the same values either way
-    scan = _ParallelScan.apply if torch.is_grad_enabled() and (
+    grad = torch.is_grad_enabled()
+    scan = _ParallelScan.apply if grad and (
         u.requires_grad or a.requires_grad or (s0 is not None and s0.requires_grad)
-    ) else _no_grad_scan
-    if _autocast_for(u):
+    ) else _no_grad_scan if grad else _core_call  # no grad mode to enter when it is off
+    if autocast_for(u):
         with torch.autocast(device_type=u.device.type, enabled=False):
             s = scan(*args)  # (B, L, N)
     else:  # entering the context costs more than a short scan
@@ -225,7 +230,7 @@ def autocast_on(device_type):
         return torch.is_autocast_enabled()
 
 
-def _autocast_for(t: torch.Tensor) -> bool:
+def autocast_for(t: torch.Tensor) -> bool:
     """:func:`autocast_on` for ``t``'s device, not asking ``t`` for it (``t.device.type``
     makes a device object and a string, ~20 us in place) unless some autocast is on."""
     if (_ANY_AUTOCAST is not None and not torch.compiler.is_compiling()

@@ -27,7 +27,6 @@ is how a reduced (modal) system returns from :mod:`lti` (conversions: :mod:`adap
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -40,7 +39,7 @@ from adapters.exceptions import (
     AdapterDtypeError,
     AdapterShapeError,
 )
-from adapters.scan import autocast_on, chunked_core, fft_core, run_core
+from adapters.scan import autocast_for, chunked_core, fft_core, run_core
 from adapters.ssm_lti import check_modal, lti_state_map, modal_to_lti
 
 __all__ = ["DiagonalSSM", "MODES", "SCANS"]
@@ -357,6 +356,11 @@ class DiagonalSSM(nn.Module):
         return dtype if self.n_complex == 0 else _complex_of(dtype)
 
     def _param_dtype(self):
+        # the first of its own parameters, which parameters() yields first, without that
+        # generator's walk (~20 us in place, several times per layer in a prompt)
+        for p in self._parameters.values():
+            if p is not None:
+                return p.dtype
         return next(self.parameters()).dtype
 
     def initial_state(self, batch_size, device=None):
@@ -492,7 +496,7 @@ class DiagonalSSM(nn.Module):
     def _core(self):
         if self.scan == "fft":
             return fft_core
-        return functools.partial(chunked_core, T=None)  # chunk length by L (auto_chunk)
+        return chunked_core  # T=None: the chunk length by L (auto_chunk)
 
     def _projections(self):
         """Poles and the ONE input and ONE output projection of all modes together.
@@ -549,7 +553,7 @@ class DiagonalSSM(nn.Module):
         projection follows autocast, the scans run in the state precision.
         """
         s_r0, s_c0 = self._split_state(state, u.shape[0])
-        x = u if autocast_on(u.device.type) else u.to(self._param_dtype())
+        x = u if autocast_for(u) else u.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections() if projections is None else projections
         core = self._core()
         # one projection for all modes; the scans run in their precision (autocast-proof)
@@ -674,7 +678,7 @@ class DiagonalSSM(nn.Module):
         self._check_input(u, 3)
         s_c, s_r, last_c, last_r, W_out = self._scan(u, state)
         y = self._readout(s_c, s_r, W_out)  # (B, L, H)
-        if not autocast_on(u.device.type):
+        if not autocast_for(u):
             y = y.to(u.dtype)
         if return_state:
             return y, self._join_state(last_r, last_c)
@@ -699,7 +703,7 @@ class DiagonalSSM(nn.Module):
         """
         self._check_input(x_t, 2)
         s_r0, s_c0 = self._split_state(state, x_t.shape[0])
-        autocast = autocast_on(x_t.device.type)
+        autocast = autocast_for(x_t)
         x = x_t if autocast else x_t.to(self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections()
         v_c, v_r = self._split_inputs(F.linear(x, W_in), a_r, a_c)  # (B, n_*)

@@ -172,3 +172,34 @@ def test_a_cache_filled_under_inference_mode_continues_under_no_grad():
         out = [model(seq[:, t:t + 1], cache=cache).logits[:, -1] for t in (8, 9)]
         full = model(seq, use_cache=False).logits[:, 8:]
     assert (torch.stack(out, 1) - full).abs().max().item() < TOL
+
+
+def test_a_decode_step_takes_one_token_streams_and_declines_the_rest():
+    """``DecodePlan.step`` adds the branch for a (B, 1, H) or flattened (B, H) stream and returns
+    None (the general path runs) for any other shape, another batch or width, or a name it does
+    not hold; one step is ``h + (ā s + x B̄ᵀ) (gate C)ᵀ``."""
+    from adapters._decode import DecodePlan, DecodeWeights, StateStack
+
+    torch.manual_seed(0)
+    adapters = {"a": HRMAdapter(H, 4, gate_init=0.5),
+                "b": HRMAdapter(H, 3, gate_init=0.5, mode="complex")}
+    weights = DecodeWeights(list(adapters), [ad.decode_weights() for ad in adapters.values()])
+    B = 2
+    s0 = {"a": torch.randn(B, 4), "b": torch.randn(B, 3, dtype=torch.complex64)}
+    prev = StateStack.gather(weights, s0, B)
+    x, h = torch.randn(B, 1, H), torch.randn(B, 1, H)
+    with torch.no_grad():
+        plan = DecodePlan(weights, prev, None)
+        for bad in (torch.randn(B, 2, H), torch.randn(B + 1, 1, H), torch.randn(B, 1, H + 1),
+                    torch.randn(B, H + 1), torch.randn(1, B, 1, H)):
+            assert plan.step("a", bad, bad.clone()) is None
+        assert plan.step("a", x, torch.randn(B, 2, H)) is None  # stream and output differ
+        assert plan.step("c", x, h.clone()) is None
+        assert not any(plan.ran)
+        out_a = plan.step("a", x, h.clone())  # (B, 1, H)
+        out_b = plan.step("b", x[:, 0], h[:, 0].clone())  # flattened (B, H)
+        assert plan.ran == [True, True]
+        for name, out in (("a", out_a), ("b", out_b)):
+            y, _ = adapters[name].step(x[:, 0], s0[name])
+            assert out.shape == ((B, 1, H) if name == "a" else (B, H))
+            assert (out.reshape(B, H) - (h[:, 0] + y)).abs().max().item() < TOL
