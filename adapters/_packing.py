@@ -12,7 +12,8 @@ the sequence holding position ``t``, linearity gives the restarted state
 
     s'_t = s_t - ā^(t - t0 + 1) ⊙ s_(t0 - 1)
 
-(``s_(-1) = 0``), so one parallel scan of the row serves all its sequences, in O(L) memory.
+(``s_(-1) = 0``), so one parallel scan of the row serves all its sequences, in O(L) memory
+(:meth:`adapters.HRMAdapter.forward` with ``starts``; :func:`adapters.calibrate` alike).
 Shapes: B batch, L length, H width, N states.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["packed_starts", "packed_branch"]
+__all__ = ["packed_starts", "restarted"]
 
 
 def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor | None:
@@ -61,27 +62,26 @@ def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor 
     return torch.cummax(torch.where(new, t, torch.zeros_like(t)), dim=1).values
 
 
-def packed_branch(adapter: nn.Module, u: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
-    """The adapter's output for a packed stream, each sequence from the zero state.
+def restarted(ssm: nn.Module, s: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+    """States ``s`` of a whole packed row restarted at each packed sequence's start.
 
     Parameters
     ----------
-    adapter : HRMAdapter
-    u : torch.Tensor, shape (B, L, H)
+    ssm : DiagonalSSM
+    s : torch.Tensor, shape (B, L, N)
+        ``ssm.trajectory(u)`` of the row, from the zero state.
     starts : torch.Tensor, shape (B, L)
         From :func:`packed_starts`.
 
     Returns
     -------
-    torch.Tensor, shape (B, L, H)
-        Equal to running each packed sequence alone (to rounding).
+    torch.Tensor, shape (B, L, N)
+        ``s'_t = s_t - ā^(t - t0 + 1) ⊙ s_(t0 - 1)``: each sequence's states as if alone.
     """
-    ssm = adapter.ssm
-    s = ssm.trajectory(u)  # (B, L, N), the whole row from the zero state
     a = ssm.discrete()[0].to(s.dtype)  # (N,)
-    starts = starts.to(u.device)
-    t = torch.arange(u.shape[1], device=u.device)
+    starts = starts.to(s.device)
+    t = torch.arange(s.shape[1], device=s.device)
     steps = (t - starts + 1).to(a.real.dtype if a.is_complex() else a.dtype)  # (B, L)
     prev = (starts - 1).clamp(min=0)[..., None].expand(-1, -1, s.shape[-1])
     carried = torch.gather(s, 1, prev) * (starts > 0)[..., None]  # s_(t0 - 1), (B, L, N)
-    return adapter.readout(s - torch.pow(a, steps[..., None]) * carried)
+    return s - torch.pow(a, steps[..., None]) * carried

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from adapters._packing import restarted
 from adapters._wrappers import unwrap_model
 from adapters.exceptions import (
     AdapterConfigError,
@@ -136,7 +137,10 @@ def _make_hook(probe: _Probe, current: dict):
                     "data (or mask those positions out)")
             st = probe.stats
             if st.state is not None:
-                s = probe.ssm.lti_states(probe.ssm.trajectory(x))  # (B, L, n), as_lti() coords
+                s = probe.ssm.trajectory(x)  # (B, L, N)
+                if kwargs.get("starts") is not None:  # a packed row: each sequence alone
+                    s = restarted(probe.ssm, s, kwargs["starts"])
+                s = probe.ssm.lti_states(s)  # (B, L, n), as_lti() coords
                 v = s[keep]  # (T, n)
                 st.accumulate("state", v.shape[0], v.sum(0).cpu().numpy(),
                               (v.T @ v).cpu().numpy())

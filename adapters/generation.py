@@ -60,7 +60,7 @@ from adapters._decode import DecodePlan as _Plan
 from adapters._decode import DecodeWeights as _DecodeWeights
 from adapters._decode import StateStack as _Stack
 from adapters._masks import token_mask
-from adapters._packing import packed_branch, packed_starts
+from adapters._packing import packed_starts
 from adapters.exceptions import AdapterError, AdapterShapeError
 from adapters.scan import autocast_on
 
@@ -522,7 +522,7 @@ class AdapterRuntime:
                 u = u.masked_fill(drop, 0.0)  # (B, L, H); padded positions feed a zero stream
         if not ctx.stateful:
             if ctx.segments is not None and ctx.segments.shape == u.shape[:2]:
-                return packed_branch(adapted.adapter, u, ctx.segments)  # padding-free batch
+                return adapted.adapter(u, starts=ctx.segments)  # a padding-free batch
             return adapted.adapter(u)
         key = adapted.adapter_name
         s0 = None

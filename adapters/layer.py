@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from adapters._optimizer_state import note_rebuilt, watch_optimizers
+from adapters._packing import restarted
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 from adapters.ssm import DiagonalSSM
 
@@ -193,7 +194,7 @@ class HRMAdapter(nn.Module):
         """
         return f"reads={self.reads!r}, gate={float(self.gate.detach()):.4g}"
 
-    def forward(self, u, state=None, *, return_state=False):
+    def forward(self, u, state=None, *, return_state=False, starts=None):
         """Gated output ``gate · ssm(u)`` over a sequence.
 
         Parameters
@@ -204,6 +205,10 @@ class HRMAdapter(nn.Module):
             State before the first step; zeros when None (see :meth:`DiagonalSSM.forward`).
         return_state : bool, optional
             Also return the final state.
+        starts : torch.Tensor, shape (B, L), optional
+            For a packed (padding-free) row of several sequences: the first position of each
+            position's sequence (:func:`adapters._packing.packed_starts`); each sequence then
+            runs from the zero state (not with ``state`` / ``return_state``).
 
         Returns
         -------
@@ -226,6 +231,11 @@ class HRMAdapter(nn.Module):
         >>> tuple(y.shape), tuple(s.shape)
         ((2, 5, 8), (2, 4))
         """
+        if starts is not None:
+            if state is not None or return_state:
+                raise AdapterShapeError("`starts` (a packed row) takes no `state` and returns "
+                                        "none")
+            return self.readout(restarted(self.ssm, self.ssm.trajectory(u), starts))
         if return_state:
             y, state = self.ssm(u, state, return_state=True)
             return self.gate.to(y.dtype) * y, state

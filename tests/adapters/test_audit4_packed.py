@@ -56,3 +56,18 @@ def test_packed_training_gives_the_gradients_of_the_sequences_alone():
     alone = grads(sum(model(s[None], labels=s[None], use_cache=False).loss * (len(s) - 1)
                       for s in seqs))
     assert torch.allclose(packed, alone, rtol=1e-4, atol=1e-6)
+
+
+def test_calibrating_a_packed_batch_equals_calibrating_its_sequences():
+    from adapters import calibrate
+
+    model = _adapted("llama", "complex")
+    batch = transformers.DataCollatorWithFlattening(return_position_ids=True)(
+        [{"input_ids": s.tolist()} for s in SEQS])
+    packed = calibrate(model, [{"input_ids": batch["input_ids"],
+                                "position_ids": batch["position_ids"]}], progress=False)
+    alone = calibrate(model, [s[None] for s in SEQS], progress=False)
+    for name in alone:
+        assert packed[name].count == alone[name].count == sum(len(s) for s in SEQS)
+        P, Q = packed[name].state_covariance(), alone[name].state_covariance()
+        assert abs(P - Q).max() <= 1e-6 * abs(Q).max()
