@@ -91,7 +91,7 @@ def test_kernel_source_gives_the_compiled_decision():
     for n, rho, seed in [(8, 0.9999, 1), (8, 0.95, 2), (13, 0.99, 3), (6, 0.97, 4)]:
         A, B, _ = _dense(n, rho, seed)
         args = (smith.SMITH_EARLY_STEP, smith._window_ratio(smith.SMITH_EARLY_STEP), 2.0,
-                4.0 * np.finfo(float).eps ** 2)
+                4.0 * np.finfo(float).eps ** 2, smith.EARLY_FALSE_RATIO)
         py = smith._early_stop_py(np.asfortranarray(A), np.array(B, order="F"), *args)
         assert py == bool(smith.stops_at_early_step(A, B))
 
@@ -121,3 +121,19 @@ def test_negligible_windows_are_not_judged():
     A = np.diag(d)
     assert smith.smith_factors(A, [B, Ct], [False, True], **KW) is not None
     assert not smith.stops_at_early_step(A, B)
+
+
+def test_fast_decay_answers_after_window_three():
+    """A fast first decay (w3 < EARLY_FALSE_RATIO w2) answers False after 15 products, even
+    when a slow mode would pass the squaring-4 test later (then the attempt decides)."""
+    n = 12
+    A = np.diag(np.r_[0.9999, np.full(n - 1, 0.3)])  # one slow mode, weakly excited
+    B = np.r_[1e-3, np.ones(n - 1)][:, None]
+    args = (smith.SMITH_EARLY_STEP, smith._window_ratio(smith.SMITH_EARLY_STEP), 2.0,
+            4.0 * np.finfo(float).eps ** 2)
+
+    def run(early):
+        return smith._early_stop_py(np.asfortranarray(A), np.array(B, order="F"), *args, early)
+
+    assert run(0.0) == 1  # without the early answer: the squaring-4 test stops the attempt
+    assert run(smith.EARLY_FALSE_RATIO) == 0  # window 3 / window 2 is small: no stop
