@@ -56,8 +56,9 @@ def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor 
         return None
     pos = position_ids.expand(batch, -1)
     new = torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1) != 1  # (B, L) a sequence starts
-    if not bool(new[:, 1:].any()):  # a host sync, as the base model's own check
-        return None
+    if not torch.compiler.is_compiling() and not bool(new[:, 1:].any()):
+        return None  # (a host sync, as the base model's own check; while compiling the
+        # restart runs anyway: with no new sequence it changes nothing)
     t = torch.arange(length, device=pos.device).expand(batch, -1)
     return torch.cummax(torch.where(new, t, torch.zeros_like(t)), dim=1).values
 
