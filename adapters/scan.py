@@ -173,6 +173,11 @@ class _ParallelScan(torch.autograd.Function):
         return grad_u, grad_a, grad_s0, None
 
 
+def _cast(t, dtype):
+    """``t.to(dtype)`` without the call (its argument parsing) when ``t`` has that dtype."""
+    return t if t.dtype is dtype else t.to(dtype)
+
+
 def _no_grad_scan(u, a, s0, core):
     with torch.no_grad():
         return core(u, a, s0)
@@ -191,10 +196,10 @@ def run_core(u, a, s0, core, check=True):
     if check:
         a = _validate(u, a, s0)
     compute, out = _dtypes(u, a, s0)
-    s0_c = None if s0 is None else s0.to(compute)
+    s0_c = None if s0 is None else _cast(s0, compute)
     if u.shape[1] == 0:
         return _empty(u, s0_c, out)
-    args = (u.to(compute), a.to(compute), s0_c, core)
+    args = (_cast(u, compute), _cast(a, compute), s0_c, core)
     # without a gradient to take, the core itself (the autograd Function's own overhead is
     # most of a short scan's cost, e.g. a prompt in generation); the same values either way
     grad = torch.is_grad_enabled()
@@ -206,7 +211,7 @@ def run_core(u, a, s0, core, check=True):
             s = scan(*args)  # (B, L, N)
     else:  # entering the context costs more than a short scan
         s = scan(*args)  # (B, L, N)
-    s = s.to(out)
+    s = _cast(s, out)
     return s, s[:, -1]
 
 

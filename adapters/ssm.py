@@ -408,8 +408,8 @@ class DiagonalSSM(nn.Module):
         if self.n_real:
             a, f = _zoh_real(self.log_A, self.log_dt, self.sign)
             dtype = torch.float64 if wide else self.B.dtype
-            B = f.to(dtype)[:, None] * self.B.to(dtype)  # (n_real, H)
-            real = (a.to(dtype), B, self.C.to(dtype))
+            B = f.to(dtype)[:, None] * _cast(self.B, dtype)  # (n_real, H)
+            real = (a.to(dtype), B, _cast(self.C, dtype))
         if self.n_complex:
             a, f = _zoh_complex(self.log_A_re, self.A_im, self.log_dt_cplx)
             dtype = torch.complex128 if wide else _complex_of(self.B_cplx.dtype)
@@ -490,7 +490,7 @@ class DiagonalSSM(nn.Module):
 
     def _join_state(self, s_r, s_c):
         dtype = self.state_dtype
-        parts = [s.to(dtype) for s in (s_r, s_c) if s is not None]
+        parts = [_cast(s, dtype) for s in (s_r, s_c) if s is not None]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
 
     def _core(self):
@@ -535,7 +535,9 @@ class DiagonalSSM(nn.Module):
             v_c = v[..., :n2].to(_real_of(a_c.dtype)).unflatten(-1, (self.n_complex, 2))
             v_c = torch.view_as_complex(v_c)  # (..., n_complex)
         if a_r is not None:
-            v_r = v[..., n2 : n2 + self.n_real].to(a_r.dtype)  # (..., n_real)
+            if n2 or v.shape[-1] != self.n_real:  # (no full-range view: one op fewer)
+                v = v[..., n2 : n2 + self.n_real]
+            v_r = _cast(v, a_r.dtype)  # (..., n_real)
         return v_c, v_r
 
     def _readout(self, s_c, s_r, W_out):
@@ -553,7 +555,7 @@ class DiagonalSSM(nn.Module):
         projection follows autocast, the scans run in the state precision.
         """
         s_r0, s_c0 = self._split_state(state, u.shape[0])
-        x = u if autocast_for(u) else u.to(self._param_dtype())
+        x = u if autocast_for(u) else _cast(u, self._param_dtype())
         a_r, a_c, W_in, W_out = self._projections() if projections is None else projections
         core = self._core()
         # one projection for all modes; the scans run in their precision (autocast-proof)
@@ -716,6 +718,11 @@ class DiagonalSSM(nn.Module):
         if not autocast:
             y = y.to(x_t.dtype)
         return y, self._join_state(s_r, s_c)
+
+
+def _cast(t, dtype):
+    """``t.to(dtype)`` without the call (its argument parsing) when ``t`` has that dtype."""
+    return t if t.dtype is dtype else t.to(dtype)
 
 
 def _complex_of(dtype):
