@@ -165,18 +165,24 @@ def _resolvent_norms_py(T, B, Ct, lam, uniform):
             disc = np.sqrt(complex(0.25 * (a - d) * (a - d) + b * c))
             l1r, l1i = h + disc.real, disc.imag
             l2r, l2i = h - disc.real, -disc.imag
+            o1r, o1i, o2r, o2i = Or[i], Oi[i], Or[i + 1], Oi[i + 1]
             for k in range(K):
                 ur, ui = zr[k] - l1r, zi[k] - l1i
                 vr, vi = zr[k] - l2r, zi[k] - l2i
                 er, ei = ur * vr - ui * vi, ur * vi + ui * vr  # det
                 g = 1.0 / (er * er + ei * ei)
-                ir, ii = er * g, -ei * g  # 1 / det
+                o1r[k], o1i[k] = er * g, -ei * g  # 1 / det (scaled by b, c below)
+            d1r, d1i, d2r, d2i = Dr[i], Di[i], Dr[i + 1], Di[i + 1]
+            for k in range(K):
+                ir, ii = o1r[k], o1i[k]
                 sr = zr[k] - d
-                Dr[i, k], Di[i, k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
+                d1r[k], d1i[k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
                 sr = zr[k] - a
-                Dr[i + 1, k], Di[i + 1, k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
-                Or[i, k], Oi[i, k] = b * ir, b * ii
-                Or[i + 1, k], Oi[i + 1, k] = c * ir, c * ii
+                d2r[k], d2i[k] = sr * ir - zi[k] * ii, sr * ii + zi[k] * ir
+            for k in range(K):
+                ir, ii = o1r[k], o1i[k]
+                o2r[k], o2i[k] = c * ir, c * ii
+                o1r[k], o1i[k] = b * ir, b * ii
         else:
             t = T[i, i]
             for k in range(K):
@@ -260,6 +266,7 @@ def _resolvent_norms_py(T, B, Ct, lam, uniform):
                     # (T^T's block [[a, c], [b, d]]): the two off-diagonal coefficients swap
                     o1, o2 = (bot, top) if forward else (top, bot)
                     a1, a2 = A[bot - g0], A[top - g0]
+                    x1, x2 = X[top], X[bot]
                     for j in range(q):
                         f1, f2 = F[top, j], F[bot, j]
                         re, im = 2 * K * j, 2 * K * j + K
@@ -268,24 +275,25 @@ def _resolvent_norms_py(T, B, Ct, lam, uniform):
                             s2r, s2i = f2 + a1[re + k], a1[im + k]
                             pr, pi, qr, qi = Dr[top, k], Di[top, k], Dr[bot, k], Di[bot, k]
                             br, bi, gr, gi = Or[o1, k], Oi[o1, k], Or[o2, k], Oi[o2, k]
-                            y1r = (pr * s1r - pi * s1i) + (br * s2r - bi * s2i)
-                            y1i = (pr * s1i + pi * s1r) + (br * s2i + bi * s2r)
-                            y2r = (gr * s1r - gi * s1i) + (qr * s2r - qi * s2i)
-                            y2i = (gr * s1i + gi * s1r) + (qr * s2i + qi * s2r)
-                            X[top, re + k], X[top, im + k] = y1r, y1i
-                            X[bot, re + k], X[bot, im + k] = y2r, y2i
-                            acc[k] += (y1r * y1r + y1i * y1i) + (y2r * y2r + y2i * y2i)
+                            x1[re + k] = (pr * s1r - pi * s1i) + (br * s2r - bi * s2i)
+                            x1[im + k] = (pr * s1i + pi * s1r) + (br * s2i + bi * s2r)
+                            x2[re + k] = (gr * s1r - gi * s1i) + (qr * s2r - qi * s2i)
+                            x2[im + k] = (gr * s1i + gi * s1r) + (qr * s2i + qi * s2r)
+                        for k in range(K):
+                            acc[k] += ((x1[re + k] * x1[re + k] + x1[im + k] * x1[im + k])
+                                       + (x2[re + k] * x2[re + k] + x2[im + k] * x2[im + k]))
                 else:
                     a1 = A[top - g0]
+                    dr, di, xt = Dr[top], Di[top], X[top]
                     for j in range(q):
                         fj = F[top, j]
                         re, im = 2 * K * j, 2 * K * j + K
                         for k in range(K):
                             sr, si = fj + a1[re + k], a1[im + k]
-                            ir, ii = Dr[top, k], Di[top, k]
-                            yr, yi = sr * ir - si * ii, sr * ii + si * ir
-                            X[top, re + k], X[top, im + k] = yr, yi
-                            acc[k] += yr * yr + yi * yi
+                            xt[re + k] = sr * dr[k] - si * di[k]
+                            xt[im + k] = sr * di[k] + si * dr[k]
+                        for k in range(K):
+                            acc[k] += xt[re + k] * xt[re + k] + xt[im + k] * xt[im + k]
             done += cnt
     rb = np.sqrt(rb)
     cr = np.sqrt(cr)
