@@ -188,7 +188,8 @@ def weighted_balanced_truncation(
     input_covariance : array_like, shape (m, m), optional
         Inputs modelled as white with covariance W.
     shaping_filter : DiscreteLTI, python-control system or tuple, optional
-        Inputs modelled as ``u = F w``, w white with unit covariance (F has p = m).
+        Inputs modelled as ``u = F w``, w white with unit covariance (F has p = m and the
+        sampling time of `sys`, or ``dt=True``).
     horizon : int, optional
         Context length T: finite-horizon Gramians (position-averaged controllability as in
         :func:`expected_state_covariance`, ``sum_{k<T}`` observability). ``None``:
@@ -291,6 +292,13 @@ def weighted_balanced_truncation(
         )
     if gramian not in ("certified", "enns"):
         raise InvalidArgumentError(f"`gramian` must be 'certified' or 'enns'; got {gramian!r}")
+    if shaping_filter is not None:  # the series F -> G needs one sampling time (True: any)
+        F_dt = as_discrete_system(shaping_filter, "shaping_filter").dt
+        if F_dt is not True and sys.dt is not True and F_dt != sys.dt:
+            raise InvalidArgumentError(
+                f"`shaping_filter` has sampling time dt = {F_dt}, `sys` dt = {sys.dt}: the "
+                "filter must run at the system's rate"
+            )
     horizon, burn_in = check_context(horizon, burn_in)
     A, B, C = np.asarray(sys.A), np.asarray(sys.B), np.asarray(sys.C)
     # the Gramian solvers' margin: 1 - 1e-16 is refused here, not inside a solver

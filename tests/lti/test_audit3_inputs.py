@@ -110,3 +110,17 @@ def test_lowrank_stein_residual_still_equals_the_dense_residual():
     dense = np.linalg.norm(A @ Z @ Z.T @ A.T - Z @ Z.T + ONES @ ONES.T, 2)
     for M in (A_SP, A):
         assert abs(lowrank_stein_residual(M, Z, ONES) - dense) <= 1e-14
+
+
+@pytest.mark.parametrize("dt", [0.1, 1.0])
+def test_weighted_bt_refuses_a_shaping_filter_at_another_sampling_time(dt):
+    control = pytest.importorskip("control", reason="the filter is a python-control system")
+    G = lti.DiscreteLTI(np.diag([0.9, 0.5, 0.2]), np.ones((3, 1)), np.ones((1, 3)), dt=dt)
+    other = control.ss([[0.5]], [[1.0]], [[1.0]], [[0.0]], 0.2)  # was accepted silently
+    with pytest.raises(lti.InvalidArgumentError, match=r"`shaping_filter` has sampling time "
+                                                       r"dt = 0.2, `sys` dt = " + str(dt)):
+        lti.weighted_balanced_truncation(G, shaping_filter=other, order=1)
+    for F in (control.ss([[0.5]], [[1.0]], [[1.0]], [[0.0]], dt),
+              control.ss([[0.5]], [[1.0]], [[1.0]], [[0.0]], True),
+              ([[0.5]], [[1.0]], [[1.0]])):  # same rate, or unspecified: accepted
+        assert lti.weighted_balanced_truncation(G, shaping_filter=F, order=1).reduced.dt == dt
