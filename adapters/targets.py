@@ -13,10 +13,10 @@ layouts are recognised:
   Qwen2, ...; also attention modules such as ``self_attn`` or ``attn``, or T5's
   ``DenseReluDense``, when named explicitly);
 * a **pair** of modules inside one block, the first reading H features, the second returning
-  H (OPT's ``fc1``/``fc2``, BERT's ``intermediate``/``output.dense``; :data:`PAIRS`): the branch
-  reads the first one's input and is added to the second one's output; the target is named by
-  the second. OPT flattens the stream to (B·L, H); the adapter restores (B, L, H) from the model
-  call's batch size.
+  H (OPT's ``fc1``/``fc2``, BERT's ``intermediate``/``output.dense``, ALBERT's
+  ``ffn``/``ffn_output``; :data:`PAIRS`): the branch reads the first one's input and is added
+  to the second one's output; the target is named by the second. OPT flattens the stream to
+  (B·L, H); the adapter restores (B, L, H) from the model call's batch size.
 
 Encoder-decoder models (T5, BART, ...) are refused: the call's ``attention_mask`` and KV cache
 belong to different streams there, so the decoder adapters' state could not be kept right.
@@ -62,9 +62,10 @@ FEED_FORWARD_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
 of preference: a block takes the first one it has (``mlp`` of GPT-2, Llama, Qwen2, ...;
 ``feed_forward`` of Llama 4, LFM2, Falcon-H1; ``ffn`` of MPT, CTRL; ``block_sparse_moe`` of
 GraniteMoE)."""
-PAIRS = (("fc1", "fc2"), ("intermediate", "output.dense"))
+PAIRS = (("fc1", "fc2"), ("intermediate", "output.dense"), ("ffn", "ffn_output"))
 """Feed-forward pairs ``(reads, writes)``, paths inside one block (OPT's ``fc1``/``fc2``,
-BERT's ``intermediate``/``output.dense``), recognised as one target named by ``writes``."""
+BERT's ``intermediate``/``output.dense``, ALBERT's ``ffn``/``ffn_output``), recognised as one
+target named by ``writes``."""
 
 _CANDIDATE_WORDS = ("mlp", "ffn", "feed_forward", "feedforward", "ffwd", "densereludense",
                     "attn", "attention")
@@ -196,18 +197,25 @@ def _pair_of(model: nn.Module, name: str) -> tuple[str, str] | None:
     return None
 
 
+def _block_feed_forward(block: nn.Module) -> str | None:
+    """The block's child named by :data:`FEED_FORWARD_NAMES` (the first it has), not counting
+    the first half of a :data:`PAIRS` pair (ALBERT's ``ffn`` beside ``ffn_output``), or None."""
+    def first_half(f: str) -> bool:
+        return any(read == f and _submodule(block, write) is not None for read, write in PAIRS)
+
+    return next((f for f in FEED_FORWARD_NAMES
+                 if f in block._modules and not first_half(f)), None)
+
+
 def _default_hit(model: nn.Module, name: str) -> bool:
     block, _, child = name.rpartition(".")
-    if child in FEED_FORWARD_NAMES:
-        if not _is_block(model, block):
-            return False
-        holder = model.get_submodule(block)
-        return next(f for f in FEED_FORWARD_NAMES if f in holder._modules) == child
+    if child in FEED_FORWARD_NAMES and _is_block(model, block):
+        return _block_feed_forward(model.get_submodule(block)) == child
     for _, write in PAIRS:
         if name.endswith("." + write):
             block = name[: -len(write) - 1]
             return (_is_block(model, block)
-                    and not any(hasattr(model.get_submodule(block), f) for f in FEED_FORWARD_NAMES)
+                    and _block_feed_forward(model.get_submodule(block)) is None
                     and _pair_of(model, name) is not None)
     return False
 

@@ -109,3 +109,30 @@ def test_a_vision_language_model_gets_adapters_in_its_language_model_only():
             adapted.adapter.gate.fill_(0.5)
         kw = dict(input_ids=ids, pixel_values=pixels, max_new_tokens=4, do_sample=False)
         assert torch.equal(model.generate(**kw), model.generate(use_cache=False, **kw))
+
+
+def test_albert_s_ffn_ffn_output_pair_is_the_default_target():
+    # ALBERT's `ffn` is a bare Linear(H, I), the first half of a pair: not a feed-forward block
+    # (refused as "returns 64 features" once `ffn` became a default name); the pair is adapted
+    cfg = transformers.AlbertConfig(vocab_size=64, embedding_size=16, hidden_size=W,
+                                    intermediate_size=2 * W, num_hidden_layers=2,
+                                    num_attention_heads=2, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = transformers.AlbertModel(cfg).eval()
+    ids = torch.randint(3, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, 5:] = 0
+    with torch.no_grad():
+        base = model(ids, attention_mask=mask).last_hidden_state
+    inject(model, HRMConfig(d_state=4))
+    block = "encoder.albert_layer_groups.0.albert_layers.0"  # one layer shared by all blocks
+    assert list(find_adapters(model)) == [f"{block}.ffn_output"]
+    with torch.no_grad():
+        assert torch.equal(model(ids, attention_mask=mask).last_hidden_state, base)
+        for adapted in find_adapters(model).values():
+            adapted.adapter.gate.fill_(0.5)
+        out = model(ids, attention_mask=mask).last_hidden_state
+        alone = model(ids[:1, :5]).last_hidden_state
+    assert not torch.equal(out, base)
+    assert (out[0, :5] - alone[0]).abs().max() < 1e-5  # the padded row as if alone
