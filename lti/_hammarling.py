@@ -339,7 +339,12 @@ def schur_form_factor(schur, Bs: np.ndarray, transpose: bool) -> tuple[np.ndarra
         else:  # T Xs T^T - ...: A = P T^T P upper quasi-triangular, A^T = P T P
             WH, C = T[::-1, ::-1], compress_rows(Bs[::-1].T)
         C = np.array(C, order="F", copy=True)
-        negligible = 1e-3 * np.finfo(np.float64).eps * _scaled_unit(C.ravel(order="K"))[0]
+        c = C.ravel(order="K")
+        # ||c|| as _scaled_unit computes it; for the unit-scaled right-hand sides of
+        # lti.gramians (largest entry exactly 1) that is sqrt(c . c), bit for bit
+        nrm = math.sqrt(float(c.dot(c))) if float(abs(c).max(initial=0.0)) == 1.0 else (
+            _scaled_unit(c)[0])
+        negligible = 1e-3 * np.finfo(np.float64).eps * nrm
         WH = np.asfortranarray(WH)
         out = real_hammarling(WH, C, negligible)
         if out is not None:

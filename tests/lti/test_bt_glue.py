@@ -128,3 +128,16 @@ def test_schur_basis_factors_carry_the_schur_coordinate_b_and_c():
     np.testing.assert_array_equal(Bs, F.schur.Z.T @ G.B)
     np.testing.assert_array_equal(Cs, G.C @ F.schur.Z)
     assert stable_gramian_factors(G).schur_BC is None
+
+
+def test_unit_scaled_norm_is_the_scaled_unit_norm_bit_for_bit():
+    """lti._hammarling.schur_form_factor takes ||c|| as sqrt(c . c) when the largest entry
+    is exactly 1 (lti.gramians scales every right-hand side so): _scaled_unit's value."""
+    from lti._hammarling import _scaled_unit
+
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        m, n = int(rng.integers(1, 4)), int(rng.integers(1, 200))
+        c = rng.standard_normal((m, n)) * 10.0 ** rng.uniform(-3, 3)
+        c = np.asfortranarray(c / np.abs(c).max()).ravel(order="K")
+        assert math.sqrt(float(c.dot(c))) == _scaled_unit(c)[0]
