@@ -188,6 +188,7 @@ def test_merge_and_save_load_round_trip(base, tmp_path):
 # ---------------------------------------------------------------- two DDP ranks (gloo, CPU)
 
 
+@pytest.mark.timeout(420)  # above the ranks' own 300 s deadline, so that it reports first
 def test_two_ddp_ranks_equal_one_process(tmp_path, monkeypatch):
     import torch.multiprocessing as mp
 
@@ -200,11 +201,15 @@ def test_two_ddp_ranks_equal_one_process(tmp_path, monkeypatch):
     ctx = mp.spawn(helper.ddp_worker, args=(2, str(init_file), str(out_path)), nprocs=2,
                    join=False)
     deadline = time.monotonic() + 300  # a hung rank fails this test, not the whole session
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
+    try:
+        while not ctx.join(timeout=5):
+            if time.monotonic() > deadline:
+                pytest.fail("the DDP ranks did not finish within 300 s")
+    finally:  # also on pytest-timeout's failure or Ctrl-C: no rank outlives the test
+        for proc in ctx.processes:
+            if proc.is_alive():
                 proc.kill()
-            pytest.fail("the DDP ranks did not finish within 300 s")
+                proc.join(30)
     ddp = CalibrationStats.load(out_path)
     shards = helper.shards()
     single = calibrate(helper.ddp_model(), shards[0] + shards[1], gramian="both",

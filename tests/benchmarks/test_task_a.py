@@ -145,10 +145,12 @@ def test_stateless_arm_carries_no_state():
 def tiny_study(tmp_path, monkeypatch):
     monkeypatch.setattr(task_a, "GATE_BPC", 100.0)  # a tiny backbone cannot pass the real gate
     monkeypatch.setattr(task_a, "GATE_INDUCTION", 0.0)
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     kw = dict(arms=task_a.ARMS, seeds=2, results=tmp_path / "out", max_extend=1,
               cache_dir=tmp_path / "cache", log=lambda *_: None)
-    return kw
+    yield kw
+    torch.set_num_threads(threads)  # a process-wide setting: put back for the next tests
 
 
 def test_the_pipeline_runs_end_to_end_and_resumes_from_its_cells(tiny_study, monkeypatch):

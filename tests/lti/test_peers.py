@@ -332,7 +332,11 @@ def _ab13dd_exact() -> float:
     """The norm in 40-digit arithmetic from the closed form G(s) = sum (s + c)/(s^2 + c s + a),
     maximised near omega = sqrt(2) (golden section, then a secant step on the derivative)."""
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 40
+    with mpmath.workdps(40):  # mpmath's precision is global: set it for this call only
+        return _ab13dd_exact_at_current_precision(mpmath)
+
+
+def _ab13dd_exact_at_current_precision(mpmath) -> float:
     modes = [(mpmath.mpf("0.5"), mpmath.mpf("0.0002")), (mpmath.mpf(1), mpmath.mpf("0.00002")),
              (mpmath.mpf(2), mpmath.mpf("0.000002"))]
 
@@ -355,7 +359,12 @@ def _discrete_exact(G: DiscreteLTI, theta0: float, half_width: float) -> float:
     """max |C (e^{j theta} I - A)^{-1} B + D| of the (float) discrete data in 40-digit
     arithmetic, by golden section on [theta0 - half_width, theta0 + half_width]."""
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 40
+    with mpmath.workdps(40):  # mpmath's precision is global: set it for this call only
+        return _discrete_exact_at_current_precision(mpmath, G, theta0, half_width)
+
+
+def _discrete_exact_at_current_precision(mpmath, G: DiscreteLTI, theta0: float,
+                                         half_width: float) -> float:
     A, B, C = (mpmath.matrix(X.tolist()) for X in (G.A, G.B, G.C))
     d = mpmath.mpf(float(G.D[0, 0]))
     eye = mpmath.eye(G.n)

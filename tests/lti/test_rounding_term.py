@@ -67,7 +67,6 @@ _N2 = ([[-24.23831806474217, 6.657161780128375], [-93.34283821987164, 25.6177671
 
 def _mp_gain(G, Gr, theta):
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 50
 
     def tf(S):
         A, B, C, D = (mpmath.matrix(np.asarray(X, dtype=float).tolist()) for X in
@@ -75,7 +74,8 @@ def _mp_gain(G, Gr, theta):
         z = mpmath.exp(1j * mpmath.mpf(theta))
         return C * mpmath.lu_solve(z * mpmath.eye(S.n) - A, B) + D
 
-    return float(abs((tf(G) - tf(Gr))[0, 0]))
+    with mpmath.workdps(50):  # mpmath's precision is global: set it for this block only
+        return float(abs((tf(G) - tf(Gr))[0, 0]))
 
 
 @pytest.mark.parametrize("method", ["sr", "bfsr"])
