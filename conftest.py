@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import signal
 import sys
 
 import pytest
@@ -68,7 +69,8 @@ def pytest_collection_modifyitems(config, items):
 #   thread's stack to the real stderr and ends the process;
 # - after `_MAX_TIMEOUTS` timed-out tests the session stops (a hang that repeats is shared
 #   state left behind, and every later test would wait out its limit too); pytest-timeout's
-#   `session_timeout` stops starting new tests after that many seconds in all.
+#   `session_timeout` stops starting new tests after that many seconds in all (60 min: the
+#   CI limit is 90).
 _HARD_EXIT_GRACE = 60.0
 _MAX_TIMEOUTS = 2
 _TIMEOUT_MESSAGE = "from pytest-timeout"
@@ -176,25 +178,64 @@ def _repo_files() -> set[str]:
     return found
 
 
-def _child_pids() -> set[int]:
+def _proc_children() -> list[int] | None:
+    """Descendants of this process from /proc (Linux; a few microseconds), else None."""
+    if not os.path.exists(f"/proc/{os.getpid()}/task"):
+        return None
+    found, stack = [], [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except OSError:
+                continue
+            found += kids
+            stack += kids
+    return found
+
+
+def _describe(pid: int) -> tuple[str, str] | None:
+    """(state, command line) of a process, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        return state, cmdline
+    except OSError:
+        pass
     try:
         import psutil
-    except ImportError:
-        return set()
-    try:
-        children = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return set()
-    alive = set()
-    for child in children:
+
+        proc = psutil.Process(pid)
+        state = "Z" if proc.status() == psutil.STATUS_ZOMBIE else "R"
+        return state, " ".join(proc.cmdline())
+    except Exception:  # noqa: BLE001 - psutil missing or the process gone
+        return None
+
+
+def _child_pids() -> dict[int, str]:
+    """Live descendant processes (pid -> command line), without libraries' session helpers."""
+    pids = _proc_children()
+    if pids is None:
         try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if any(h in " ".join(child.cmdline()) for h in _SESSION_HELPERS):
-                continue
-            alive.add(child.pid)
-        except psutil.Error:
+            import psutil
+
+            pids = [c.pid for c in psutil.Process().children(recursive=True)]
+        except Exception:  # noqa: BLE001 - psutil missing: nothing to check
+            return {}
+    alive = {}
+    for pid in pids:
+        info = _describe(pid)
+        if info is None or info[0] == "Z" or any(h in info[1] for h in _SESSION_HELPERS):
             continue
+        alive[pid] = info[1]
     return alive
 
 
@@ -321,19 +362,19 @@ def _leaks(before: dict, config) -> list[str]:
                 problems.append(f"  (could not restore it: {exc!r})")
     if _tqdm_lock_held():
         problems.append("tqdm's shared write lock was left held (replaced by a new one)")
-    new_children = _child_pids() - before["children"]
-    if new_children:
-        import psutil
+    now_children = _child_pids()
+    for pid in sorted(now_children.keys() - before["children"].keys()):
+        problems.append(f"child process {pid} still running: {now_children[pid]!r} (killed)")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        try:
+            import psutil
 
-        for pid in sorted(new_children):
-            try:
-                proc = psutil.Process(pid)
-                problems.append(f"child process {pid} still running: {' '.join(proc.cmdline())!r}"
-                                " (killed)")
-                proc.kill()
-                proc.wait(10)
-            except psutil.Error:
-                continue
+            psutil.Process(pid).wait(10)
+        except Exception:  # noqa: BLE001 - psutil missing, or already reaped
+            pass
     if config._check_files:
         new_files = _repo_files() - before["files"]
         for path in sorted(new_files):
