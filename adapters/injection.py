@@ -399,8 +399,9 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     Parameters
     ----------
     model : nn.Module
-        A transformers model (GPT-2, Llama, Mistral, Qwen2, OPT, ...: blocks with an ``mlp``
-        or an ``fc1``/``fc2`` pair) or a plain module with ``config.target_modules`` set.
+        A transformers model (GPT-2, Llama, Mistral, Qwen2, OPT, ...: blocks with a
+        feed-forward, :func:`adapters.targets.find_target_modules`) or a plain module with
+        ``config.target_modules`` set.
     config : HRMConfig or None
         ``None`` uses ``HRMConfig()``.
 
