@@ -128,8 +128,10 @@ def warn_if_wrapped_by_peft_after_inject(runtime, model) -> None:
     if getattr(runtime, "peft_checked", False):
         return
     runtime.peft_checked = True
-    if "peft_config" not in model.__dict__ or getattr(runtime, "wrapper", None) is not None:
-        return
+    if ("peft_config" not in model.__dict__ or getattr(runtime, "wrapper", None) is not None
+            or getattr(model, "_hf_peft_config_loaded", False)):
+        return  # (transformers' own PEFT integration, model.load_adapter: no wrapper; the
+        # model's save_pretrained, ours, writes the HRM checkpoint beside LoRA's)
     import warnings
 
     params = [p for a in runtime.adapted.values() for p in a.adapter.parameters()]

@@ -51,3 +51,14 @@ def test_supported_orders_are_not_warned(order):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _train_step(model)
+
+
+def test_transformers_own_peft_integration_is_not_warned():
+    # model.load_adapter / add_adapter of transformers put LoRA into the model itself (it sets
+    # `peft_config` and `_hf_peft_config_loaded` on it); no wrapper's save_pretrained is involved
+    model = inject(tiny_causal_lm("llama"), HRMConfig(d_state=4))
+    model.peft_config = {"default": object()}  # what the integration leaves on the model
+    model._hf_peft_config_loaded = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train_step(model)
