@@ -16,7 +16,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "the `adapters` package needs PyTorch; install the extra with "
-        "`pip install \"lti-adapters[torch]\"` (CPU wheel: `pip install torch==2.13.0`)"
+        "`pip install \"lti-adapters[torch]\"` (the CPU wheel: `pip install torch==2.13.0 "
+        "--index-url https://download.pytorch.org/whl/cpu`)"
     ) from exc
 
 # --- public API (each module adds its own names below) ---

@@ -49,6 +49,7 @@ import copy
 import json
 import os
 import platform
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -58,8 +59,12 @@ import torch
 from scipy import stats
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from adapters import find_adapters
-from benchmarks.peft_acceptance import _git_head
+# Run as a script (``python benchmarks/dtype_gap.py``): ``benchmarks`` is imported from the
+# repository root, which is not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters import find_adapters  # noqa: E402
+from benchmarks.peft_acceptance import _git_head  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
