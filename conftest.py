@@ -98,7 +98,10 @@ def _item_timeout(item) -> float:
 def pytest_configure(config):
     # a copy of the real stderr (capturing is suspended while plugins configure), as pytest's
     # own faulthandler plugin takes it: the hard-exit dump must not go into a capture file
-    config._hard_exit_fd = os.dup(sys.stderr.fileno())
+    try:
+        config._hard_exit_fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # a stderr without a file: no hard exit
+        config._hard_exit_fd = None
     config._timeouts = []
     config._check_state = not config.getoption("--no-state-check")
     config._check_files = config._check_state
@@ -301,7 +304,11 @@ def _settings() -> dict[str, tuple]:
             lambda v: hf_logging.enable_progress_bar() if v
             else hf_logging.disable_progress_bar())
     if "threadpoolctl" in sys.modules:
-        out["BLAS/OpenMP thread limits (threadpoolctl)"] = (_blas_threads(), _set_blas_threads)
+        try:
+            out["BLAS/OpenMP thread limits (threadpoolctl)"] = (_blas_threads(),
+                                                                 _set_blas_threads)
+        except Exception:  # noqa: BLE001 - threadpoolctl cannot inspect this process
+            pass
     return out
 
 
