@@ -373,18 +373,20 @@ def main():
         for kind, rho, n, rs, rf, ts, rss, rfs, path, spath in ratios:
             emit(f"| {kind} | {rho} | {n} | {rs:.2f}x | {rf:.2f}x | {ts:.4f} | {rss:.2f}x "
                  f"| {rfs:.2f}x | {path} | {spath} |")
+        def timing_table(head, rows, label):  # 4 columns: label | n or method | time | residual
+            emit("\n" + head)
+            emit("|---|---|---|---|")
+            for a, b, t, r in rows:
+                emit(f"| {label(a, b)} | {t:.4f} | {r:.2e} |")
+
         if args.sizes:
-            emit("\n| dense A, rho=0.9999: lti solve with refine= | n | time [s] | rel. residual |")
-            emit("|---|---|---|---|")
             data["refine_modes"] = run_refine_modes(args)
-            for n, mode, t, r in data["refine_modes"]:
-                emit(f"| {mode} | {n} | {t:.4f} | {r:.2e} |")
+            timing_table("| dense A, rho=0.9999: lti solve with refine= | n | time [s] "
+                         "| rel. residual |", data["refine_modes"], lambda n, mode: f"{mode} | {n}")
         if args.diag_large:
-            emit("\n| diagonal A, rho=0.9999 | method | time [s] | rel. residual |")
-            emit("|---|---|---|---|")
             data["diag_large"] = run_large_diagonal(args)
-            for n, name, t, r in data["diag_large"]:
-                emit(f"| n={n} | {name} | {t:.4f} | {r:.2e} |")
+            timing_table("| diagonal A, rho=0.9999 | method | time [s] | rel. residual |",
+                         data["diag_large"], lambda n, name: f"n={n} | {name}")
         if args.hard_sizes:
             emit(
                 "\n| case | n | method | rel. residual (non-normal) / rel. error vs reference "

@@ -6,11 +6,9 @@ import argparse
 
 import numpy as np
 import pytest
-import scipy.linalg as sla
 
-import lti._stein as stein
-import lti._stein_slow as slow
 from tests.lti.jit_helpers import needs_numba
+from tests.lti.test_stein_slow import _circle, _spy
 
 pytest.importorskip("threadpoolctl", reason="the benchmark pins BLAS threads with threadpoolctl")
 
@@ -20,20 +18,8 @@ def _taken(monkeypatch, A, Q):
     "full" (the full step ran) or "none"."""
     from lti import solve_discrete_lyapunov
 
-    seen = {"slow": [], "full": 0}
-    orig_ratio, orig_full = slow.ResidualProbe.ratio, stein._refine_full
-
-    def ratio(self, H, V):
-        seen["slow"].append(orig_ratio(self, H, V))
-        return seen["slow"][-1]
-
-    def full(*args):
-        seen["full"] += 1
-        return orig_full(*args)
-
     with monkeypatch.context() as m:
-        m.setattr(slow.ResidualProbe, "ratio", ratio)
-        m.setattr(stein, "_refine_full", full)
+        seen = _spy(m)
         solve_discrete_lyapunov(A, Q)
     return "full" if seen["full"] else ("slow" if seen["slow"] else "none")
 
@@ -48,11 +34,7 @@ def test_solve_path_names_the_refinement_that_ran(monkeypatch):
     assert _taken(monkeypatch, A, Q) == "slow"
     assert bl.solve_path("dense", A, Q) == "schur+F+refine(slow)"
     # eigenvalues on a circle: the slow correction is refused, the full step runs
-    rng = np.random.default_rng(6)
-    Zq = np.linalg.qr(rng.standard_normal((256, 256)))[0]
-    th = rng.uniform(0, np.pi, 128)
-    R2 = [np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) for t in th]
-    A2 = 0.999 * Zq @ sla.block_diag(*R2) @ Zq.T
+    A2 = 0.999 * _circle(np.random.default_rng(6), 256)
     assert _taken(monkeypatch, A2, Q) == "full"
     assert bl.solve_path("dense", A2, Q).startswith("schur+F+refine")
     assert "slow" not in bl.solve_path("dense", A2, Q)

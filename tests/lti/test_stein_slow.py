@@ -15,6 +15,7 @@ from lti import solve_discrete_lyapunov
 from lti._schur import SchurForm, quasi_triangular_eigvals, real_schur
 from lti.exceptions import InvalidArgumentError
 from tests.lti.jit_helpers import needs_numba
+from tests.lti.test_solve_fast import _random_quasi_triangular
 
 
 def _gauss(n, rho, seed, m=2):
@@ -22,6 +23,26 @@ def _gauss(n, rho, seed, m=2):
     A = rng.standard_normal((n, n))
     A *= rho / np.max(np.abs(np.linalg.eigvals(A)))
     return A, rng.standard_normal((n, m))
+
+
+def _circle(rng, n, radii=False):
+    """``Zq R Zq^T``: 2x2 rotations by random angles (times random radii in [0.5, 1] when
+    ``radii``), one 0.3 more for odd n: eigenvalues on (or inside) the unit circle."""
+    Zq = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    th = rng.uniform(0, np.pi, n // 2)
+    D = sla.block_diag(*[[[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]] for t in th])
+    if radii:
+        D = D * np.repeat(rng.uniform(0.5, 1, n // 2), 2)[:, None]
+    if D.shape[0] < n:
+        D = sla.block_diag(D, [[0.3]])
+    return Zq @ D @ Zq.T
+
+
+def _nonnormal(rng, n, c):
+    """``Z (diag(uniform(-1, 1)) + N) Z^T``, strictly upper ``N`` of size ~ c / sqrt(n)."""
+    Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    N = (c / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
+    return Z @ (np.diag(rng.uniform(-1, 1, n)) + N) @ Z.T
 
 
 def _residual(A, X, Q):
@@ -32,23 +53,6 @@ def _kernels():
     return slow.invariant_basis.compiled(), stein._leaf_kernel.compiled()
 
 
-def _quasi_triangular(rng, k):
-    """Upper quasi-triangular with random 1x1 and 2x2 (complex pair, not standardised)
-    diagonal blocks."""
-    T = np.triu(rng.standard_normal((k, k)))
-    i = 0
-    while i < k:
-        if i + 1 < k and rng.random() < 0.5:
-            a, d = rng.uniform(-0.9, 0.9, 2)
-            b, c = rng.uniform(0.2, 0.6), -rng.uniform(0.2, 0.6)
-            T[i : i + 2, i : i + 2] = [[a, b], [c, d]]
-            i += 2
-        else:
-            T[i, i] = rng.uniform(-0.95, 0.95)
-            i += 1
-    return np.asfortranarray(T)
-
-
 @needs_numba
 def test_invariant_basis_kernel_spans_the_block_invariant_subspace():
     # every diagonal block of random quasi-triangular T (first, last, 1x1, 2x2): the kernel
@@ -57,7 +61,7 @@ def test_invariant_basis_kernel_spans_the_block_invariant_subspace():
     kern = slow.invariant_basis.compiled()
     for _ in range(12):
         k = int(rng.integers(2, 14))
-        T = _quasi_triangular(rng, k)
+        T = _random_quasi_triangular(rng, k)
         p = 0
         while p < k:
             s = 2 if (p + 1 < k and T[p + 1, p] != 0) else 1
@@ -225,12 +229,8 @@ def test_auto_refinement_falls_back_to_the_full_step(monkeypatch):
     # probes see it and the full step runs: the same result as refine=True, bit for bit
     monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
     rng = np.random.default_rng(6)
-    n = 256
-    Zq = np.linalg.qr(rng.standard_normal((n, n)))[0]
-    th = rng.uniform(0, np.pi, n // 2)
-    A = Zq @ sla.block_diag(*[[[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]] for t in th]) @ Zq.T
-    A *= 0.999
-    B = rng.standard_normal((n, 2))
+    A = 0.999 * _circle(rng, 256)
+    B = rng.standard_normal((256, 2))
     Q = B @ B.T
     calls = _spy(monkeypatch)
     X = solve_discrete_lyapunov(A, Q)
@@ -257,12 +257,9 @@ def test_auto_refinement_never_raises_a_hopeless_residual(monkeypatch):
     # the residual returned is not above the first solve's
     monkeypatch.delenv("LTI_DISABLE_JIT", raising=False)
     rng = np.random.default_rng(1)
-    n = 256
-    Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
-    N = (3.0 / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
-    A = Z @ (np.diag(rng.uniform(-1, 1, n)) + N) @ Z.T
+    A = _nonnormal(rng, 256, 3.0)
     A *= 0.9999 / np.max(np.abs(np.linalg.eigvals(A)))
-    B = rng.standard_normal((n, 2))
+    B = rng.standard_normal((256, 2))
     Q = B @ B.T
     r0 = _residual(A, solve_discrete_lyapunov(A, Q, refine=False), Q)
     assert r0 > 1.0
@@ -320,19 +317,10 @@ def _mixed_system(seed):
     kind = seed % 4
     if kind == 0:
         A = rng.standard_normal((n, n))
+    elif kind == 3:
+        A = _circle(rng, n, radii=True)
     else:
-        Z = np.linalg.qr(rng.standard_normal((n, n)))[0]
-        if kind == 3:
-            th = rng.uniform(0, np.pi, n // 2)
-            r = np.repeat(rng.uniform(0.5, 1, n // 2), 2)
-            D = sla.block_diag(*[[[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]] for t in th])
-            D = D * r[:, None]
-            if D.shape[0] < n:
-                D = sla.block_diag(D, [[0.3]])
-        else:
-            N = ((0.5 if kind == 1 else 2.0) / np.sqrt(n)) * np.triu(rng.standard_normal((n, n)), 1)
-            D = np.diag(rng.uniform(-1, 1, n)) + N
-        A = Z @ D @ Z.T
+        A = _nonnormal(rng, n, 0.5 if kind == 1 else 2.0)
     A *= [0.999, 0.9999, 0.99][seed % 3] / np.max(np.abs(np.linalg.eigvals(A)))
     B = rng.standard_normal((n, 1 + seed % 3))
     return A, B @ B.T
