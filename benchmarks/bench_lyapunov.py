@@ -146,12 +146,12 @@ def solve_path(kind, A, Q) -> str:
     S = real_schur(A)
     X0 = _stein.solve_schur(A, Q, S, factor=F)
     path = "schur" + ("+F" if F is not None else "")
-    basis, leaf = _stein_slow.invariant_basis.compiled(), _stein._leaf_kernel.compiled()
-    if A.shape[0] >= _stein._SLOW_MIN and basis is not None and leaf is not None:
+    leaf = _stein._leaf_kernel.compiled()
+    if A.shape[0] >= _stein._SLOW_MIN and leaf is not None:
         probe = _stein_slow.ResidualProbe(A, X0, Q)  # refine="auto", as solve_schur
         if probe.estimate() <= _stein.REFINE_RTOL * _stein.fro_norm(Q):
             return path
-        corr = _stein_slow.slow_correction(A, X0, Q, S, basis, leaf)
+        corr = _stein_slow.slow_correction(A, X0, Q, S, leaf)
         if corr is not None and probe.ratio(*corr) <= _stein_slow.SLOW_TOL:
             return path + "+refine(slow)"
     R = symmetrize_((A @ X0) @ A.T - X0 + Q)  # as solve_schur computes it

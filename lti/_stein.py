@@ -16,7 +16,7 @@ from scipy.linalg import blas
 from lti._hammarling import schur_form_factor
 from lti._jit import enabled, kernel
 from lti._schur import SchurForm, complex_triangle, ct, real_schur
-from lti._stein_slow import SLOW_TOL, ResidualProbe, add_low_rank_, invariant_basis, slow_correction
+from lti._stein_slow import SLOW_TOL, ResidualProbe, add_low_rank_, slow_correction
 from lti._validation import check_stable, spectral_radius, symmetrize_
 from lti.exceptions import SolverError
 
@@ -332,12 +332,12 @@ def solve_schur(
         return X
     if (refine == "auto" and n >= _SLOW_MIN and not np.iscomplexobj(T)
             and not np.iscomplexobj(Q) and not np.iscomplexobj(M)):
-        basis, leaf = invariant_basis.compiled(), _leaf_kernel.compiled()
-        if basis is not None and leaf is not None:
+        leaf = _leaf_kernel.compiled()
+        if leaf is not None:
             probe = ResidualProbe(M, X, Q)
             if probe.estimate() <= REFINE_RTOL * fro_norm(Q):
                 return X
-            corr = slow_correction(M, X, Q, schur, basis, leaf)
+            corr = slow_correction(M, X, Q, schur, leaf)
             if corr is not None and probe.ratio(*corr) <= SLOW_TOL:
                 return add_low_rank_(X, *corr, mirror_upper_)
     return _refine_full(M, Q, X, T, Z, recursion, to_schur)

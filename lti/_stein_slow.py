@@ -20,7 +20,6 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.linalg import blas
 
-from lti._jit import kernel
 from lti._schur import SchurForm
 
 __all__ = [
@@ -29,7 +28,7 @@ __all__ = [
     "SLOW_TOL",
     "ResidualProbe",
     "add_low_rank_",
-    "invariant_basis",
+    "invariant_block",
     "slow_correction",
 ]
 
@@ -92,72 +91,33 @@ class ResidualProbe:
         return left / self.norm if self.norm > 0 else (0.0 if left == 0 else np.inf)
 
 
-def _invariant_basis_py(T, p, s, X, col):
+def invariant_block(T, p, s, X, col, leaf):
     """The invariant subspace of the diagonal block ``S = T[p:p+s, p:p+s]`` (s = 1 or 2) of
-    the upper quasi-triangular ``T`` (F order): ``X[:p+s, col:col+s] = [X1; I]`` with
+    the upper quasi-triangular ``T``: ``X[:p+s, col:col+s] = [X1; I]`` with
     ``T[:p, :p] X1 - X1 S + T[:p, p:p+s] = 0``, so ``T [X1; I; 0] = [X1; I; 0] S``; rows
-    from ``p + s`` on are left as given (zero). (The whole ``X`` and a column offset, not a
-    slice: a one-column slice would be typed C-ordered and compile another version.) Back
-    substitution by the 1x1 / 2x2 diagonal blocks ``D`` of ``T[:p, :p]`` from the last:
-    ``D Y - Y S = C`` (order r s <= 4, Gaussian elimination with partial pivoting), the rows
-    above updated by column operations. Those columns of ``X`` (F order) are overwritten.
-    Compiled by numba (:data:`invariant_basis`); as
-    plain Python it is a slow reference for the tests."""
-    M = np.zeros((4, 4))
-    b = np.zeros(4)
-    for c in range(s):
-        for e in range(p):
-            X[e, col + c] = -T[e, p + c]  # the right-hand side C, replaced by X1 from the bottom
-        for e in range(s):
-            X[p + e, col + c] = 1.0 if e == c else 0.0
-    i = p
-    while i > 0:
-        i0 = i - 2 if (i >= 2 and T[i - 1, i - 2] != 0) else i - 1
-        r = i - i0
-        m = r * s
-        for a in range(r):  # M vec(Y) = vec(C), vec by columns: Y[a, c] at a + r c
-            for c in range(s):
-                b[a + r * c] = X[i0 + a, col + c]
-                for bb in range(r):
-                    for d in range(s):
-                        M[a + r * c, bb + r * d] = (T[i0 + a, i0 + bb] if c == d else 0.0) - (
-                            T[p + d, p + c] if a == bb else 0.0)
-        for q in range(m):  # Gaussian elimination, partial pivoting
-            piv = q
-            for e in range(q + 1, m):
-                if abs(M[e, q]) > abs(M[piv, q]):
-                    piv = e
-            if piv != q:
-                for e in range(m):
-                    tmp = M[q, e]
-                    M[q, e] = M[piv, e]
-                    M[piv, e] = tmp
-                tmp = b[q]
-                b[q] = b[piv]
-                b[piv] = tmp
-            for e in range(q + 1, m):
-                f = M[e, q] / M[q, q]
-                for g in range(q + 1, m):
-                    M[e, g] -= f * M[q, g]
-                b[e] -= f * b[q]
-        for q in range(m - 1, -1, -1):
-            acc = b[q]
-            for g in range(q + 1, m):
-                acc -= M[q, g] * b[g]
-            b[q] = acc / M[q, q]
-        for a in range(r):
-            for c in range(s):
-                X[i0 + a, col + c] = b[a + r * c]
-        for c in range(s):  # C[:i0] -= T[:i0, i0:i] Y
-            for a in range(r):
-                t = X[i0 + a, col + c]
-                for e in range(i0):
-                    X[e, col + c] -= T[e, i0 + a] * t
-        i = i0
+    from ``p + s`` on are left as given (zero). ``X1`` solves the Stein-Sylvester form
+    ``T11 X1 S^-1 - X1 + T12 S^-1 = 0`` by the recursion's leaf kernel ``leaf``
+    (``lti._stein._leaf_kernel``, compiled or its Python source), with ``S^-1`` padded to
+    order 2 by a zero block for s = 1 (its column is then zero): the kernel sees the array
+    shapes of the recursion's leaves (no other compiled version); p = 1 by a dense 2x2 solve.
+    Raises ``ZeroDivisionError`` (compiled kernel) or gives inf when ``T11`` shares an
+    eigenvalue with ``S``."""
+    S = T[p : p + s, p : p + s]
+    X[p : p + s, col : col + s] = np.eye(s)
+    if p == 0:
+        return X
+    Si = np.linalg.inv(S)
+    if p == 1:  # (I kron T11 - S^T kron I) vec(X1) = -vec(T12), order s
+        K = T[0, 0] * np.eye(s) - S.T
+        X[0, col : col + s] = np.linalg.solve(K, -T[0, p : p + s])
+        return X
+    T2 = np.zeros((2, 2), order="F")
+    T2[:s, :s] = Si.T  # T2^H = S^-1 (real data)
+    R = np.zeros((p, 2), order="F")
+    R[:, :s] = T[:p, p : p + s] @ Si
+    Y = leaf(np.asfortranarray(T[:p, :p]), T2, R, np.empty((p, 2), order="F"))
+    X[:p, col : col + s] = Y[:, :s]
     return X
-
-
-invariant_basis = kernel(_invariant_basis_py, error_model="numpy")  # 1/0: inf, not an error
 
 
 def slow_blocks(T: np.ndarray, ev: np.ndarray, dim: int) -> list[tuple[int, int]]:
@@ -179,23 +139,26 @@ def slow_blocks(T: np.ndarray, ev: np.ndarray, dim: int) -> list[tuple[int, int]
     return blocks
 
 
-def slow_correction(M, X, Q, schur: SchurForm, basis, leaf):
+def slow_correction(M, X, Q, schur: SchurForm, leaf):
     """``(H, V)``: the correction ``dX = H V^T + V H^T`` that removes the part
     ``G V^T + V G^T`` of the residual ``R = M X M^T - X + Q`` on the invariant subspace of
     the ``SLOW_DIM`` slowest eigenvalues (module docstring), or ``None`` when that basis is
     not numerically of full rank or not finite (e.g. nearly repeated eigenvalues). Real data;
-    ``basis`` / ``leaf``: the compiled kernels (:data:`invariant_basis`,
-    ``lti._stein._leaf_kernel``) or their Python forms. O(n^2 SLOW_DIM) flops."""
+    ``leaf``: ``lti._stein._leaf_kernel``, compiled or its Python form. O(n^2 SLOW_DIM)
+    flops (plus a copy of ``T[:p, :p]`` per slow block at row p)."""
     T, Z = schur.T, schur.Z
     n = T.shape[0]
     blocks = slow_blocks(T, schur.eigenvalues(), min(SLOW_DIM, n))
     s = sum(size for _, size in blocks)
     Xh = np.zeros((n, s), order="F")
     col = 0
-    with np.errstate(divide="ignore", invalid="ignore"):  # a singular block: inf, seen below
-        for start, size in blocks:
-            basis(T, start, size, Xh, col)
-            col += size
+    try:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for start, size in blocks:  # a singular system gives inf (seen below) or raises
+                invariant_block(T, start, size, Xh, col, leaf)
+                col += size
+    except (ZeroDivisionError, np.linalg.LinAlgError):
+        return None
     if not np.all(np.isfinite(Xh)):
         return None
     Xh /= np.linalg.norm(Xh, axis=0)  # unit columns: R's diagonal then shows near dependence

@@ -49,16 +49,13 @@ def _residual(A, X, Q):
     return np.linalg.norm(A @ X @ A.T - X + Q) / np.linalg.norm(Q)
 
 
-def _kernels():
-    return slow.invariant_basis.compiled(), stein._leaf_kernel.compiled()
-
-
 @needs_numba
-def test_invariant_basis_kernel_spans_the_block_invariant_subspace():
-    # every diagonal block of random quasi-triangular T (first, last, 1x1, 2x2): the kernel
-    # and its Python source give [X1; I; 0] with T [X1; I; 0] = [X1; I; 0] S
+def test_invariant_block_spans_the_block_invariant_subspace():
+    # every diagonal block of random quasi-triangular T (first, second, last, 1x1, 2x2):
+    # with the compiled leaf kernel and its Python source, [X1; I; 0] with
+    # T [X1; I; 0] = [X1; I; 0] S, into the given columns only
     rng = np.random.default_rng(3)
-    kern = slow.invariant_basis.compiled()
+    kern = stein._leaf_kernel.compiled()
     for _ in range(12):
         k = int(rng.integers(2, 14))
         T = _random_quasi_triangular(rng, k)
@@ -67,9 +64,9 @@ def test_invariant_basis_kernel_spans_the_block_invariant_subspace():
             s = 2 if (p + 1 < k and T[p + 1, p] != 0) else 1
             S = T[p : p + s, p : p + s]
             outs = []
-            for f in (kern, slow.invariant_basis.py_func):
+            for leaf in (kern, stein._leaf_kernel.py_func):
                 Xall = np.zeros((k, s + 2), order="F")
-                f(T, p, s, Xall, 1)  # into columns 1 .. s, the others untouched
+                slow.invariant_block(T, p, s, Xall, 1, leaf)  # columns 1 .. s only
                 assert not Xall[:, 0].any() and not Xall[:, s + 1].any()
                 X = Xall[:, 1 : s + 1]
                 assert np.array_equal(X[p : p + s], np.eye(s)) and not X[p + s :].any()
@@ -106,10 +103,8 @@ def test_slow_correction_solves_the_projected_residual(python_kernels):
     # way it is evaluated (near a rounding-level residual the evaluations differ by ~5 %)
     D = np.random.default_rng(1).standard_normal((n, n))
     X0 = stein.solve_schur(A, Q, S, factor=B) + 1e-3 * (D + D.T)
-    basis, leaf = _kernels()
-    if python_kernels:
-        basis, leaf = slow.invariant_basis.py_func, stein._leaf_kernel.py_func
-    H, V = slow.slow_correction(A, X0, Q, S, basis, leaf)
+    leaf = stein._leaf_kernel.py_func if python_kernels else stein._leaf_kernel.compiled()
+    H, V = slow.slow_correction(A, X0, Q, S, leaf)
     s = V.shape[1]
     assert s in (slow.SLOW_DIM, slow.SLOW_DIM + 1)
     assert np.linalg.norm(V.T @ V - np.eye(s)) <= 1e-13
@@ -136,13 +131,19 @@ def test_slow_correction_refuses_a_rank_deficient_basis():
     T = np.asfortranarray(np.triu(np.full((4, 4), 0.1)))
     np.fill_diagonal(T, [0.99, 0.99, 0.2, 0.1])
     S = SchurForm(T, np.eye(4))
-    for kernels in (_kernels(), (slow.invariant_basis.py_func, stein._leaf_kernel.py_func)):
-        assert slow.slow_correction(T, np.eye(4), np.eye(4), S, *kernels) is None
+    for leaf in (stein._leaf_kernel.compiled(), stein._leaf_kernel.py_func):
+        assert slow.slow_correction(T, np.eye(4), np.eye(4), S, leaf) is None
     # nearly repeated (1e-12 apart): a finite basis [e1, (-1e11, 1)], numerically of rank 1
     T[1, 1] = 0.99 + 1e-12
-    X1 = slow.invariant_basis.py_func(T, 1, 1, np.zeros((4, 1), order="F"), 0)
+    X1 = slow.invariant_block(T, 1, 1, np.zeros((4, 1), order="F"), 0, stein._leaf_kernel.py_func)
     assert np.all(np.isfinite(X1)) and abs(X1[0, 0]) > 1e10
-    assert slow.slow_correction(T, np.eye(4), np.eye(4), S, *_kernels()) is None
+    assert slow.slow_correction(T, np.eye(4), np.eye(4), S, stein._leaf_kernel.compiled()) is None
+    # and deeper in T (the leaf kernel's path): a repeated eigenvalue at rows 0 and 3
+    T6 = np.asfortranarray(np.triu(np.full((6, 6), 0.1)))
+    np.fill_diagonal(T6, [0.99, 0.5, 0.4, 0.99, 0.2, 0.1])
+    S6 = SchurForm(T6, np.eye(6))
+    for leaf in (stein._leaf_kernel.compiled(), stein._leaf_kernel.py_func):
+        assert slow.slow_correction(T6, np.eye(6), np.eye(6), S6, leaf) is None
 
 
 def test_residual_probe_matches_the_formed_residual():
