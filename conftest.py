@@ -329,13 +329,9 @@ def _tqdm_lock_held() -> bool:
         return False
     import multiprocessing
 
-    std.TqdmDefaultWriteLock.mp_lock = multiprocessing.RLock()
-    classes = [std.tqdm]
-    while classes:
-        cls = classes.pop()
-        classes.extend(cls.__subclasses__())
-        if "_lock" in vars(cls):
-            cls._lock = std.TqdmDefaultWriteLock()
+    from tests._tqdm_locks import replace_tqdm_locks
+
+    replace_tqdm_locks(multiprocessing.RLock)
     return True
 
 

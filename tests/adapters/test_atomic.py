@@ -27,6 +27,7 @@ from torch import nn
 from adapters import HRMConfig, find_adapters, inject, load_adapter, save_adapter
 from adapters._atomic import atomic_open, atomic_write_bytes, atomic_write_text
 from adapters.io import CONFIG_NAME, WEIGHTS_NAME, adapter_state_dict
+from tests._tqdm_locks import replace_tqdm_locks
 
 pytest.importorskip("safetensors")
 H, LAYERS, N = 64, 4, 16
@@ -146,18 +147,7 @@ class StatsWriter:
         return float(values[0])
 
 
-def _replace_tqdm_locks(make_lock) -> None:
-    """Put a new lock ``make_lock()`` where tqdm keeps its shared one: in the class that new
-    bars use and in every tqdm class that already holds a write lock."""
-    from tqdm import std
-
-    std.TqdmDefaultWriteLock.mp_lock = make_lock()
-    classes = [std.tqdm]
-    while classes:
-        cls = classes.pop()
-        classes.extend(cls.__subclasses__())
-        if "_lock" in vars(cls):
-            cls._lock = std.TqdmDefaultWriteLock()
+_replace_tqdm_locks = replace_tqdm_locks  # (tests/_tqdm_locks.py, shared with conftest.py)
 
 
 def _own_tqdm_locks() -> None:
