@@ -21,7 +21,7 @@ from scipy.sparse.linalg import norm as sparse_norm
 from lti._jit import kernel
 from lti._order import Rule, select_order
 from lti._rounding import rounding_terms
-from lti._svd_lead import LeadingSVD
+from lti._svd_lead import MAX_VECTORS, LeadingSVD
 from lti._validation import stability_margin
 from lti.exceptions import SolverError
 from lti.lowrank import is_sparse
@@ -292,7 +292,10 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     A, B, C, D = G.A, G.B, G.C, G.D
     n = A.shape[0]
     lead = None
-    if n >= LEAD_MIN_N and Lc.shape == (n, n) and Lo.shape == (n, n):
+    # (only for an explicit order the vectors of which it computes: the values alone are
+    # half a dgesdd, wasted when dgesdd has to follow)
+    if (n >= LEAD_MIN_N and rule.order is not None and rule.order <= MAX_VECTORS
+            and not match_dc and Lc.shape == (n, n) and Lo.shape == (n, n)):
         M = (Lc.T @ Lo).T  # Lo^T Lc: all values now, the kept vectors after the order
         lead = LeadingSVD(M)
         if lead.values is None:
@@ -310,8 +313,8 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     rounding, gain_unit = rounding_terms(G, hsv, floor, rho)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
-    if lead is not None:  # the leading vectors only (those of x2 too for SPA), else dgesdd
-        out = lead.vectors(nmin if match_dc and r < nmin else r)
+    if lead is not None:  # the kept vectors only, else dgesdd
+        out = lead.vectors(r)
         if out is None:
             U, _, Vt = hsv_svd(Lc, Lo, n)[1:]
         else:
