@@ -95,11 +95,17 @@ def test_balanced_truncation_on_the_leading_route_equals_dgesdd_route(match_dc, 
     calls = []
     orig = sl.LeadingSVD.vectors
     monkeypatch.setattr(sl.LeadingSVD, "vectors", lambda self, k: calls.append(k) or orig(self, k))
+    made = []
+    monkeypatch.setattr(core, "LeadingSVD", lambda M: made.append(1) or sl.LeadingSVD(M))
     fast = balanced_truncation(G, order=25, match_dc=match_dc)
-    assert len(calls) == 1 and calls[0] == (fast.minimal_order if match_dc else 25)
+    # (SPA needs the vectors up to the minimal order, unknown before the values: dgesdd)
+    assert calls == ([] if match_dc else [25]) and made == ([] if match_dc else [1])
+    balanced_truncation(G, rel_tol=1e-3)  # no explicit order: dgesdd, no values twice
+    balanced_truncation(G, order=sl.MAX_VECTORS + 1)  # more vectors than it computes
+    assert len(made) == (0 if match_dc else 1)
     monkeypatch.setattr(core, "LEAD_MIN_N", 10**9)
     ref = balanced_truncation(G, order=25, match_dc=match_dc)
-    assert len(calls) == 1
+    assert calls == ([] if match_dc else [25])
     np.testing.assert_allclose(fast.hsv, ref.hsv, rtol=0, atol=1e-14 * ref.hsv[0])
     assert fast.error_bound == pytest.approx(ref.error_bound, rel=1e-9)
     err = hinf_norm(G - fast.reduced).value
