@@ -152,44 +152,36 @@ def _power_norm_py(L):
             t += L[i, j] * L[i, j]
         if t > best:
             jb, best = j, t
-    x = np.zeros(k)
+    x = np.empty(k)
     y = np.empty(n)
-    for i in range(n):  # x = L^T L[:, jb], K's column jb
-        li = L[i, jb]
-        for j in range(k):
-            x[j] += L[i, j] * li
-    nx = 0.0
-    for j in range(k):
-        nx += x[j] * x[j]
-    nx = np.sqrt(nx)
-    if nx == 0.0:
-        return -1.0
-    for j in range(k):
-        x[j] /= nx
+    for i in range(n):
+        y[i] = L[i, jb]
     est = 0.0
-    for _ in range(20):
-        for i in range(n):  # y = L x
-            t = 0.0
-            for j in range(k):
-                t += L[i, j] * x[j]
-            y[i] = t
+    for step in range(21):  # step 0: x = K e_jb, K's column jb; then 20 power steps
         for j in range(k):
             x[j] = 0.0
         for i in range(n):  # x = L^T y
             yi = y[i]
             for j in range(k):
                 x[j] += L[i, j] * yi
-        ny = 0.0
+        nx = 0.0
         for j in range(k):
-            ny += x[j] * x[j]
-        ny = np.sqrt(ny)
-        if ny == 0.0:
+            nx += x[j] * x[j]
+        nx = np.sqrt(nx)
+        if nx == 0.0:
             return -1.0
         for j in range(k):
-            x[j] /= ny
-        prev, est = est, np.sqrt(ny)
-        if abs(est - prev) <= 1e-3 * est:
-            break
+            x[j] /= nx
+        if step > 0:
+            prev, est = est, np.sqrt(nx)
+            if abs(est - prev) <= 1e-3 * est:
+                break
+        if step < 20:
+            for i in range(n):  # y = L x
+                t = 0.0
+                for j in range(k):
+                    t += L[i, j] * x[j]
+                y[i] = t
     return est
 
 
