@@ -70,7 +70,7 @@ def test_the_session_stops_after_two_timed_out_tests(tmp_path):
         def test_hang_2():
             time.sleep(30)
         def test_not_reached():
-            pass
+            raise AssertionError("ran: the session should have stopped after two timed-out tests")
     """})
     text = out.stdout + out.stderr
     assert out.returncode != 0
