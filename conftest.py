@@ -153,7 +153,9 @@ def pytest_runtest_makereport(item, call):
 # changed is put back and reported as an error at the teardown of the file's last test, so
 # a leak fails where it happens instead of changing, or hanging, the tests that run after it.
 # (set by pytest itself; and by torch's inductor for itself and its workers on first use)
-_IGNORED_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+# (threadpoolctl sets KMP_DUPLICATE_LIB_OK once, at its first import, whichever test imports it)
+_IGNORED_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+                "KMP_DUPLICATE_LIB_OK"}
 _IGNORED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "_build",
                  "generated", ".ruff_cache", "mutants"}
 # helper processes that libraries start once and keep for the session
