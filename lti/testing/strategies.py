@@ -169,6 +169,19 @@ def _radius(A: np.ndarray) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(A)))) if A.size else 0.0
 
 
+def _robust_radius(A: np.ndarray, max_radius: float) -> np.ndarray:
+    """A scaled down (by 0.9 at a time) until three computations of its spectral radius
+    (dgeev on A and on A^T, the unbalanced real Schur form) are all <= max_radius: the
+    eigenvalues of a strongly non-normal matrix are so sensitive that one computation can
+    read 0.95 where another reads above 1 (a "stable" draw that lti then calls unstable)."""
+    for _ in range(64):
+        if not A.size or max(_radius(A), _radius(A.T),
+                             _radius(sla.schur(A)[0])) <= max_radius:
+            break
+        A = A * 0.9
+    return A
+
+
 def _non_normal(rng, lam: np.ndarray, departure: float, max_radius: float) -> np.ndarray:
     """Q (diag(lam) + N) Q^T with ||N||_F = departure, halved until the computed spectral
     radius respects max_radius (eigenvalues of a strongly non-normal matrix are sensitive)."""
@@ -340,6 +353,8 @@ def stable_systems(
         if fam not in ("diagonal", "complex_diagonal"):
             Q = _orthogonal(rng, n)
             A, B, C = Q @ A @ Q.T, Q @ B, C @ Q.T
+    if fam in ("non_normal", "fir"):
+        A = _robust_radius(A, max_radius)
     D = rng.standard_normal((p, m)) if feedthrough and draw(st.booleans()) else np.zeros((p, m))
     for X in (B, C, D):
         X[np.abs(X) < min_magnitude] = 0.0
