@@ -7,6 +7,7 @@ switch that check off)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -78,14 +79,13 @@ _TIMEOUT_MESSAGE = "from pytest-timeout"
 
 def _item_timeout(item) -> float:
     """The per-test limit pytest-timeout applies to ``item`` (its marker, else the option)."""
-    try:
+    # pytest-timeout missing or its internals changed: fall back to the marker and the option
+    with contextlib.suppress(Exception):
         from pytest_timeout import _get_item_settings
 
         settings = _get_item_settings(item)
         if settings.timeout is not None:
             return float(settings.timeout)
-    except Exception:  # noqa: BLE001 - pytest-timeout missing or its internals changed
-        pass
     marker = item.get_closest_marker("timeout")
     if marker is not None and marker.args:
         return float(marker.args[0])
@@ -207,14 +207,12 @@ def _proc_children() -> list[int] | None:
 
 def _describe(pid: int) -> tuple[str, str] | None:
     """(state, command line) of a process, None if it is gone."""
-    try:
+    with contextlib.suppress(OSError):  # no /proc: ask psutil below
         with open(f"/proc/{pid}/stat") as fh:
             state = fh.read().rsplit(")", 1)[1].split()[0]
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
         return state, cmdline
-    except OSError:
-        pass
     try:
         import psutil
 
@@ -306,11 +304,9 @@ def _settings() -> dict[str, tuple]:
             lambda v: hf_logging.enable_progress_bar() if v
             else hf_logging.disable_progress_bar())
     if "threadpoolctl" in sys.modules:
-        try:
+        with contextlib.suppress(Exception):  # threadpoolctl cannot inspect this process
             out["BLAS/OpenMP thread limits (threadpoolctl)"] = (_blas_threads(),
                                                                  _set_blas_threads)
-        except Exception:  # noqa: BLE001 - threadpoolctl cannot inspect this process
-            pass
     return out
 
 
@@ -374,12 +370,10 @@ def _leaks(before: dict, config) -> list[str]:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             continue
-        try:
+        with contextlib.suppress(Exception):  # psutil missing, or already reaped
             import psutil
 
             psutil.Process(pid).wait(10)
-        except Exception:  # noqa: BLE001 - psutil missing, or already reaped
-            pass
     if config._check_files:
         new_files = _repo_files() - before["files"]
         for path in sorted(new_files):

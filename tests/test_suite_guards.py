@@ -45,6 +45,7 @@ def test_state_left_behind_is_reported_and_put_back(tmp_path):
                 assert np.geterr()["divide"] == "warn"
             def test_skip_names_the_extra(monkeypatch):
                 monkeypatch.setitem(sys.modules, "control", None)
+                # no reason on purpose: the conftest hook under test adds the extra to name
                 pytest.importorskip("control")
         """})
     text = out.stdout + out.stderr

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-transformers = pytest.importorskip("transformers", reason="needs transformers")
+transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
 from adapters import HRMConfig, find_adapters, inject  # noqa: E402
 
