@@ -8,7 +8,9 @@ in the Hankel norm than :math:`\\sigma_{r+1}`, and Glover's construction reaches
           \\sigma_{r+1} \\le \\|G - G_r\\|_\\infty \\le \\sum_{i > r}^{\\text{distinct}} \\sigma_i
 
 (the second with the feed-through ``D_r`` chosen as in Glover's Theorem 9.7, each distinct
-HSV of the tail counted once: half the balanced-truncation bound). The construction is done
+HSV of the tail counted once: half the balanced-truncation bound, when the HSVs below
+:math:`\\sigma_{r+1}` are simple; a repeated one there may count more than once, see
+:func:`hankel_norm_approximation`, Notes). The construction is done
 in continuous time on the Cayley (bilinear, Tustin with ``dt = 2``) transform of ``G``,
 which preserves the Gramians, the HSVs, the Hankel norm and the H-infinity norm.
 """
@@ -87,7 +89,11 @@ class HankelNormApproximation:
         Estimate of what rounding adds to the error (see Notes of
         :func:`hankel_norm_approximation`).
     error_bound : float
-        ``tail + rounding_term``, the bound of :math:`\\|G - G_r\\|_\\infty`.
+        The bound of :math:`\\|G - G_r\\|_\\infty`: ``max(tail, glover) + rounding_term``,
+        ``glover`` = :math:`\\sigma_{r+1}` plus the distinct HSVs of the antistable mirror
+        that the feed-through recursion removed (Glover's Theorem 9.7; at most ``tail``
+        when the HSVs below :math:`\\sigma_{r+1}` are simple, possibly above it when one
+        of them is repeated: see :func:`hankel_norm_approximation`, Notes).
     multiplicity : int
         Multiplicity k of :math:`\\sigma_{r+1}` (0 when ``order == minimal_order``).
     minimal_order : int
@@ -354,40 +360,45 @@ def _glover_constant(A, B, C, D, tie_rtol: float = TIE_RTOL):
     """Glover's feed-through for a stable continuous ``H = (A, B, C, D)``: a constant
     ``D0`` with ``||H - D0||_inf <= sum of the distinct HSVs of H``, by removing the
     smallest distinct HSV at a time (each step's error is all-pass with that HSV; HSVs
-    within `tie_rtol` are one). Returns ``(D0, dropped + defects)`` for the rounding
-    term."""
-    extra = 0.0
+    within `tie_rtol` are one). Returns ``(D0, dropped + defects, removed)``: the first
+    two for the rounding term, ``removed`` the sum of the HSVs removed (one per step, the
+    bound ``||H - D0||_inf <= removed`` in exact arithmetic)."""
+    extra = removed = 0.0
     while A.shape[0] > 0:
         Gd = DiscreteLTI(*cayley_to_discrete(A, B, C, D))
         bal = _balanced_continuous(Gd)
         extra += bal.dropped
         if bal.nmin == 0:
-            return bal.D, extra
+            return bal.D, extra, removed
         lo, hi = _tie_block(bal.hsv[: bal.nmin], bal.nmin - 1, tie_rtol)
+        removed += float(np.mean(bal.hsv[lo:hi]))  # the step's all-pass error (_glover's)
         A, B, C, D, defect = _glover(bal, lo, hi)
         extra += 2.0 * defect * np.sqrt(bal.hsv[0] / max(bal.hsv[bal.nmin - 1], _EPS))
-    return D, extra
+    return D, extra, removed
 
 
 def _approximant(bal: _Balanced, r_req: int, tie_rtol: float):
     """Glover's optimal approximant of order ``lo <= r_req`` with HSVs within `tie_rtol`
-    grouped: ``(A, B, C, D) discrete, lo, hi, tail, rounding`` (``s[lo:hi]`` the tie block
-    of ``sigma_{r_req + 1}``; `tail` the distinct tail; `rounding` the defects and dropped
-    parts). Raises SolverError or UnstableSystemError when rounding moved poles across the
-    axis (HSVs too close for `tie_rtol`)."""
+    grouped: ``(A, B, C, D) discrete, mirror, D0, lo, hi, tail, rounding, glover``
+    (``s[lo:hi]`` the tie block of ``sigma_{r_req + 1}``; `tail` the distinct tail of
+    ``G``; `rounding` the defects and dropped parts; `glover` Glover's bound ``sigma_{r+1}
+    + sum of the distinct HSVs of the mirror`` that the feed-through recursion removed).
+    Raises SolverError or UnstableSystemError when rounding moved poles across the axis
+    (HSVs too close for `tie_rtol`)."""
     s = bal.hsv[: bal.nmin]
     lo, hi = _tie_block(s, r_req, tie_rtol)
     Ah, Bh, Ch, Dh, defect = _glover(bal, lo, hi)
     As, Bs, Cs, Au, Bu, Cu = _split_stable(Ah, Bh, Ch, lo)
     mirror = (-Au, Bu, -Cu, Dh)
-    D0, extra = _glover_constant(*mirror, max(tie_rtol, CONSTANT_TIE_RTOL))
+    D0, extra, removed = _glover_constant(*mirror, max(tie_rtol, CONSTANT_TIE_RTOL))
     mats = cayley_to_discrete(As, Bs, Cs, D0)
     # distinct values of the tail: the first of each tie block
     starts = [hi]
     while starts[-1] < bal.nmin:
         starts.append(_tie_block(s, starts[-1], tie_rtol)[1])
     tail = float(s[lo]) + float(sum(s[j] for j in starts[:-1]))
-    return mats, mirror, D0, lo, hi, tail, extra + 2.0 * defect * np.sqrt(s[0] / s[lo])
+    return (mats, mirror, D0, lo, hi, tail, extra + 2.0 * defect * np.sqrt(s[0] / s[lo]),
+            float(s[lo]) + removed)
 
 
 def _near_tied(s: np.ndarray, lo: int) -> float:
@@ -410,11 +421,13 @@ def _measured_error(G: DiscreteLTI, Gr: DiscreteLTI) -> tuple[float, float]:
 
 def _checked(G, Gr, bal, r_req, ap, tie_rtol, rounding):
     """The H-infinity error of the approximant ``ap`` (HSVs near-tied: measured). Above
-    Glover's bound, the construction with the near-ties grouped (``VERIFY_TIE_RTOL``;
-    lower order when `r_req` splits them) replaces it when its measured error is smaller.
-    Returns ``(Gr, measured, ap, tie_rtol)``."""
+    the distinct-tail bound, the construction with the near-ties grouped
+    (``VERIFY_TIE_RTOL``; lower order when `r_req` splits them) replaces it when its
+    measured error is smaller. Returns ``(Gr, measured, ap, tie_rtol)`` (``ap[7]``, Glover's
+    bound, that of the feed-through kept)."""
     bound = ap[5] + rounding + ap[6]
-    Gr, measured = _verified(G, Gr, ap[1], ap[2], bound, tie_rtol)
+    Gr, measured, glover = _verified(G, Gr, ap, bal, bound, tie_rtol)
+    ap = (*ap[:7], glover)
     if measured[0] <= bound or VERIFY_TIE_RTOL <= tie_rtol:
         return Gr, measured, ap, tie_rtol
     try:
@@ -424,22 +437,25 @@ def _checked(G, Gr, bal, r_req, ap, tie_rtol, rounding):
     G2 = DiscreteLTI(*alt[0], dt=G.dt)
     if G2.n and not G2.spectral_radius() < 1.0:
         return Gr, measured, ap, tie_rtol
-    G2, m2 = _verified(G, G2, alt[1], alt[2], alt[5] + rounding + alt[6], VERIFY_TIE_RTOL)
+    G2, m2, glover2 = _verified(G, G2, alt, bal, alt[5] + rounding + alt[6], VERIFY_TIE_RTOL)
     if m2[0] < measured[0]:
-        return G2, m2, alt, VERIFY_TIE_RTOL
+        return G2, m2, (*alt[:7], glover2), VERIFY_TIE_RTOL
     return Gr, measured, ap, tie_rtol
 
 
-def _verified(G: DiscreteLTI, Gr: DiscreteLTI, mirror, D0, bound: float, tie_rtol: float):
+def _verified(G: DiscreteLTI, Gr: DiscreteLTI, ap, bal: _Balanced, bound: float,
+              tie_rtol: float):
     """Near-tied HSVs make the feed-through recursion ill-conditioned: measure the
-    H-infinity error, and when it exceeds Glover's `bound` try the feed-through of a looser
-    grouping (``VERIFY_TIE_RTOL``); return ``(Gr, measured error)`` of the better one."""
-    best = (_measured_error(G, Gr), Gr)
+    H-infinity error, and when it exceeds `bound` try the feed-through of a looser
+    grouping (``VERIFY_TIE_RTOL``); return ``(Gr, measured error, Glover's bound)`` of the
+    better one (``ap`` as :func:`_approximant` returns it)."""
+    mirror, D0, sigma = ap[1], ap[2], float(bal.hsv[ap[3]])
+    best = (_measured_error(G, Gr), Gr, ap[7])
     if best[0][0] > bound and VERIFY_TIE_RTOL > tie_rtol:
-        D1, _ = _glover_constant(*mirror, VERIFY_TIE_RTOL)
+        D1, _, removed = _glover_constant(*mirror, VERIFY_TIE_RTOL)
         G1 = DiscreteLTI(Gr.A, Gr.B, Gr.C, Gr.D + (D1 - D0), Gr.dt)
-        best = min(best, (_measured_error(G, G1), G1), key=lambda t: t[0][0])
-    return best[1], best[0]
+        best = min(best, (_measured_error(G, G1), G1, sigma + removed), key=lambda t: t[0][0])
+    return best[1], best[0], best[2]
 
 
 def _pow2(X: np.ndarray) -> float:
@@ -544,8 +560,15 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     Its feed-through is Glover's :math:`D_0` (Theorem 9.7): the constant left after
     removing the distinct HSVs of the stable mirror :math:`F(-s)` one at a time by the
     same all-pass step, so that :math:`\\|F - D_0\\|_\\infty \\le
-    \\sum_{\\text{distinct}} \\sigma_i(F(-s)) \\le \\sum_{i > r + k}^{\\text{distinct}}
-    \\sigma_i` and :math:`\\|G - G_r\\|_\\infty \\le \\sigma + \\|F - D_0\\|_\\infty`.
+    \\sum_{\\text{distinct}} \\sigma_i(F(-s))` and :math:`\\|G - G_r\\|_\\infty \\le \\sigma +
+    \\|F - D_0\\|_\\infty`: Glover's bound, ``error_bound`` (less ``rounding_term``) where
+    it exceeds ``tail``. Since :math:`\\sigma_i(F(-s)) \\le \\sigma_{i+r+k}` it is at most
+    :math:`\\sigma + \\sum_{i > r + k} \\sigma_i` *with* multiplicities, and at most the
+    distinct tail ``tail`` when the HSVs below :math:`\\sigma` are simple. A repeated one
+    there need not stay repeated in the mirror (MIMO): for ``diag(G1, G1)`` with random
+    ``G1`` of 4 states, 2 or 3 inputs and outputs (rho = 0.6) the H-infinity error
+    exceeds the distinct tail of ``G`` by up to 7 %, within Glover's bound
+    (``tests/lti/test_hankel_multiplicity.py``).
     ``order = 0`` gives the constant :math:`D_0` (``G_r`` has no states).
 
     *Rounding.* HSVs at or below ``n eps ||Lc||_2 ||Lo||_2`` are treated as zero (their
@@ -628,6 +651,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
             )
         mats = cayley_to_discrete(bal.A, bal.B, bal.C, bal.D)
         r, sigma, tail, k = nmin, 0.0, 0.0, 0
+        bound_tail = 0.0
     else:
         for i, tie_rtol in enumerate(TIE_RTOLS):  # looser grouping when near-ties break it
             try:
@@ -650,8 +674,9 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     if r_req < nmin and _near_tied(s, lo) < VERIFY_GAP:
         Gr, measured, ap, tie_rtol = _checked(G, Gr, bal, r_req, ap, tie_rtol, rounding)
     if r_req < nmin:
-        _, _, _, lo, hi, tail, extra = ap
+        _, _, _, lo, hi, tail, extra, glover = ap
         r, k, sigma = lo, hi - lo, float(s[lo])
+        bound_tail = max(tail, glover)
         rounding += extra
         if lo < r_req:
             warnings.warn(
@@ -662,7 +687,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
                 UserWarning,
                 stacklevel=2,
             )
-    bound = float(tail + rounding)
+    bound = float(bound_tail + rounding)
     if measured is not None and measured[0] > bound:
         warnings.warn(
             f"near-tied Hankel singular values (smallest relative gap "
