@@ -23,7 +23,7 @@ from lti._order import Rule, select_order
 from lti._rounding import rounding_terms
 from lti._svd_lead import MAX_VECTORS, LeadingSVD
 from lti._validation import stability_margin
-from lti.exceptions import SolverError
+from lti.exceptions import NonFiniteError, SolverError
 from lti.lowrank import is_sparse
 from lti.system import DiscreteLTI
 
@@ -48,6 +48,11 @@ def hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
         U, s, Vt = np.zeros((Lo.shape[1], 0)), np.zeros(0), np.zeros((0, Lc.shape[1]))
     else:
         U, s, Vt, info = lapack.dgesdd(M, compute_uv=1, full_matrices=0)
+        if info != 0 and not np.isfinite(M).all():  # (only checked when dgesdd failed)
+            raise NonFiniteError(
+                "the product Lo^T Lc of the Gramian factors overflows float64 (max|Lc| = "
+                f"{abs(Lc).max():.3g}, max|Lo| = {abs(Lo).max():.3g}): the Hankel singular "
+                "values are at or beyond the float range; scale the factors (B, C) down")
         if info != 0:  # divide and conquer failed to converge: QR iteration instead
             try:
                 U, s, Vt = sla.svd(
@@ -270,7 +275,7 @@ class StableReduction:
     hsv: np.ndarray
     bounds: np.ndarray  # bounds[k] = 2 sum_{i>=k} sigma_i + rounding[k], shape (ns + 1,)
     rounding: np.ndarray  # rounding term of each order, shape (ns + 1,), without kappa
-    gain_unit: float  # ROUNDING_FACTOR n eps (||D|| + 2 sum sigma): times kappa(T, Ti)
+    gain_unit: float  # ROUNDING_FACTOR n eps 2 sum sigma: times kappa(T, Ti)
     order: int
     method: str
     minimal_order: int
@@ -302,7 +307,7 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     floor = noise_floor(hsv, Lc, Lo, rho)
     nmin = int(np.count_nonzero(hsv > floor))
     r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)  # on the HSV tails
-    rounding, gain_unit = rounding_terms(G, hsv, floor, rho)
+    rounding, gain_unit = rounding_terms(G, hsv, floor, rho, match_dc)
     if method == "auto":
         method = "sr"  # see balanced_truncation: bfsr has not been shown to help
     if lead is not None:  # the kept vectors only, else dgesdd

@@ -47,34 +47,50 @@ from lti.system import DiscreteLTI
 
 _EPS = np.finfo(np.float64).eps
 
-#: ``rounding_term`` = 2 (n - r) delta + ROUNDING_FACTOR n eps (||D|| + 2 sum sigma) / (1 - rho^2)
+#: ``rounding_term`` = 2 (n - r) delta + ROUNDING_FACTOR n eps 2 sum(sigma) / (1 - rho^2)
 #: (see BalancedTruncation.rounding_term; the measured excess of the error over the HSV
 #: bounds on dense, resonant, non-normal, FIR and bidiagonal systems is in the note of
 #: issue 14 item 3).
 ROUNDING_FACTOR = 4.0
 
 
-def rounding_terms(G: DiscreteLTI, hsv, floor: float, rho):
+#: With ``match_dc`` the returned ``D_r = D + C_2 (I - A_22)^{-1} B_2`` is a computed sum: its
+#: rounding, at most ``eps (|D| + |correction|)`` entrywise, adds ``D_ROUNDING ||D||_F`` (the
+#: correction's share is in the gain term). Truncation returns ``D_r = D`` bit for bit: ``D``
+#: cancels exactly in ``G - G_r`` and adds nothing.
+D_ROUNDING = _EPS
+
+
+def rounding_terms(G: DiscreteLTI, hsv, floor: float, rho, match_dc: bool = False):
     """``(rounding, unit)``: the rounding term of every order k = 0..n of a stable ``G``
     without the projection's conditioning, and ``unit`` to multiply that conditioning
-    with (see lti.balanced.BalancedTruncation.rounding_term)."""
+    with (see lti.balanced.BalancedTruncation.rounding_term). The gain is
+    ``2 sum sigma >= ||G - D||_inf``: ``D`` is not in it (``D_r = D`` exactly, so the
+    error system's feedthrough is exactly 0; with ``||D||_F`` in the gain the bound of a
+    system with ``||D|| >> sigma_1`` was all rounding term); with `match_dc`,
+    ``D_ROUNDING ||D||_F`` is added for the computed ``D_r``."""
     n = hsv.size
     if n == 0:
         return np.zeros(1), 0.0
     if rho is None:
         rho = G.spectral_radius() if not is_sparse(G.A) else 0.0
-    d = G.D.ravel(order="K")  # ||D||_F as np.linalg.norm computes it, sqrt(d @ d)
-    with np.errstate(over="ignore"):
-        dd = float(d.dot(d))
-    norm_D = math.sqrt(dd) if dd < math.inf else _scaled_norm(d)  # |d| > 1.3e154: d @ d = inf
-    gain = norm_D + 2.0 * float(hsv.sum())  # >= ||G||_inf
+    gain = 2.0 * float(hsv.sum())  # >= ||G - D||_inf = ||G - G_0||_inf
     unit = ROUNDING_FACTOR * n * _EPS * gain
     base = unit / max(1.0 - rho * rho, _EPS)
+    if match_dc:
+        base += D_ROUNDING * fro_norm_safe(G.D)
     delta = floor / n  # absolute accuracy of one computed HSV
     return base + 2.0 * delta * np.arange(n, -1.0, -1.0), unit  # n - k for k = 0..n
 
-def _scaled_norm(d: np.ndarray) -> float:
-    """``||d||_2`` without overflow of the squares (entries beyond ~1e154)."""
+
+def fro_norm_safe(X: np.ndarray) -> float:
+    """``||X||_F`` as ``np.linalg.norm`` computes it, ``sqrt(x @ x)``, and without overflow
+    of the squares (entries beyond ~1e154) from a scaled copy."""
+    d = X.ravel(order="K")
+    with np.errstate(over="ignore"):
+        dd = float(d.dot(d))
+    if dd < math.inf:
+        return math.sqrt(dd)
     big = float(np.max(np.abs(d)))
     return big * math.sqrt(float((d / big) @ (d / big)))
 

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from lti._bt_core import Realisation, StableReduction, fro_product, hsv_svd, reduce_stable
+from lti._bt_scale import rescaled, scale_exponent, scaled_system
 from lti._order import TIE_RTOL, check_rule  # noqa: F401 - TIE_RTOL re-exported
 from lti._rounding import ROUNDING_FACTOR, schur_rounding
 from lti._validation import as_float_matrix
@@ -71,9 +72,12 @@ class BalancedTruncation:
         ``2 (n_s - r_s) delta + 4 n_s eps g (1 / (1 - rho^2) + ||T||_F ||Ti||_F)`` with
         ``delta = eps max(sigma_1, ||Lc||_2 ||Lo||_2 / (1 - rho^2))`` the absolute accuracy
         of each computed HSV (n_s times it is the floor of ``minimal_order``),
-        ``g = ||D||_F + 2 sum_i sigma_i >= ||G||_inf``, ``rho`` the spectral radius of the
-        stable part (or its bound from the Smith iteration) and ``||T||_F ||Ti||_F`` (in
-        place of ``||T||_2 ||Ti||_2``, which it bounds) the conditioning of the projection;
+        ``g = 2 sum_i sigma_i >= ||G - D||_inf`` (``D`` is not in it: ``D_r = D`` bit for
+        bit, so it cancels exactly in ``G - G_r``; with ``match_dc`` the computed
+        ``D_r = D + C_2 (I - A_22)^{-1} B_2`` adds ``eps ||D||_F``), ``rho`` the spectral
+        radius of the stable part (or its bound from the Smith iteration) and
+        ``||T||_F ||Ti||_F`` (in place of ``||T||_2 ||Ti||_2``, which it bounds) the
+        conditioning of the projection;
         plus, after a real Schur decomposition, its backward error's first-order effect
         ``4 n_s eps ((1 + ||A||_F) s + ||B||_F c + ||C||_F b)``, ``s``, ``c``, ``b`` the
         sampled suprema of ``||C R|| ||R B||``, ``||C R||``, ``||R B||`` with
@@ -198,6 +202,10 @@ def hankel_singular_values(sys) -> np.ndarray:
     if is_sparse(G.A):  # leading HSVs from low-rank ADI factors (lti.lowrank)
         Fc, Fo = _sparse_factors(G)
         return hsv_svd(Fc.Z, Fo.Z, min(Fc.rank, Fo.rank))[0]
+    k = scale_exponent(G)  # max|B| max|C| beyond 2^+-300: exactly rescaled (lti._bt_scale)
+    if k:
+        with np.errstate(over="ignore", under="ignore"):  # beyond the float range: inf, 0
+            return np.ldexp(hankel_singular_values(scaled_system(G, k)), 2 * k)
     try:
         F = stable_gramian_factors(G, in_schur_basis=True)  # same HSVs, better accuracy
     except UnstableSystemError as exc:
@@ -440,6 +448,11 @@ def balanced_truncation(
     if is_sparse(G.A):  # through low-rank ADI factors, dense reduced system
         return _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc)
     rule = check_rule(order, tol, rel_tol, G.n)
+    k = scale_exponent(G)  # max|B| max|C| beyond 2^+-300: exactly rescaled (lti._bt_scale)
+    if k:
+        return rescaled(G, k, lambda Gs, tol_s: balanced_truncation(
+            Gs, order=order, tol=tol_s, rel_tol=rel_tol, method=method, match_dc=match_dc),
+            rule.tol, was_control)
     try:  # stable: one Smith pass (small dense A) or one Schur form gives both factors
         F = stable_gramian_factors(G, in_schur_basis=True)
     except UnstableSystemError:

@@ -87,6 +87,8 @@ def h2_norm(sys) -> float:
         Spectral radius of ``A`` >= 1 (the norm is infinite).
     InvalidArgumentError
         `sys` is not a discrete-time system.
+    NonFiniteError
+        The norm is beyond the float64 range (as :func:`hankel_norm`, :func:`hinf_norm`).
 
     Notes
     -----
@@ -124,7 +126,14 @@ def h2_norm(sys) -> float:
     eb, ec = _pow2_exponent(G.B), _pow2_exponent(G.C)
     Lc = lyapunov_factor(G.A, np.ldexp(G.B, -eb))
     e = _fro(np.ldexp(G.C, -ec) @ Lc)
-    return float(np.hypot(d, np.ldexp(e, eb + ec)))
+    with np.errstate(over="ignore"):
+        value = float(np.hypot(d, np.ldexp(e, eb + ec)))
+    if not value < np.inf:  # as hinf_norm and hankel_norm: typed, not inf with a warning
+        raise NonFiniteError(
+            f"the H2 norm of `sys` overflows float64 (max|B| = {np.max(np.abs(G.B)):.3g}, "
+            f"max|C| = {np.max(np.abs(G.C)):.3g}, ||D||_F = {d:.3g}): it is beyond the float "
+            "range; scale B, C (and D) down and the norm up")
+    return value
 
 
 def hankel_norm(sys) -> float:
@@ -163,7 +172,7 @@ def hankel_norm(sys) -> float:
     """
     hsv = hankel_singular_values(sys)
     s1 = float(hsv[0]) if hsv.size else 0.0
-    if not np.isfinite(s1):  # (hankel_singular_values gives nan there, not inf)
+    if not np.isfinite(s1):  # (hankel_singular_values gives inf there)
         raise NonFiniteError("the Hankel norm of `sys` overflows float64 (the product of the "
                              "Gramian factors is beyond the float range); scale B or C down")
     return s1

@@ -187,11 +187,15 @@ def test_rounding_terms_equal_the_reference_expression():
         floor = bl.noise_floor(hsv, F.Lc, F.Lo, F.rho)
         rounding, unit = rounding_terms(G, hsv, floor, F.rho)
         n = hsv.size
-        ref_unit = ROUNDING_FACTOR * n * EPS * (float(np.linalg.norm(G.D))
-                                                + 2.0 * float(np.sum(hsv)))
+        ref_unit = ROUNDING_FACTOR * n * EPS * 2.0 * float(np.sum(hsv))  # no ||D||: D_r = D
         ref = (ref_unit / max(1.0 - F.rho * F.rho, EPS)
                + 2.0 * (floor / n) * (n - np.arange(n + 1)))
         assert unit == ref_unit and np.array_equal(rounding, ref)
+        # match_dc: the computed D_r = D + correction adds eps ||D||_F to every order
+        rounding_dc, unit_dc = rounding_terms(G, hsv, floor, F.rho, True)
+        ref_dc = (ref_unit / max(1.0 - F.rho * F.rho, EPS) + EPS * float(np.linalg.norm(G.D))
+                  + 2.0 * (floor / n) * (n - np.arange(n + 1)))
+        assert unit_dc == ref_unit and np.array_equal(rounding_dc, ref_dc)
 
 
 @pytest.mark.parametrize("order", [8, 9])

@@ -1,0 +1,138 @@
+"""Dense-core audit (session 8): balanced truncation and the norms when ``max|B| max|C|``
+leaves the range of squared quantities, and the BT rounding term's dependence on ``D``.
+
+Found by probing: with ``B, C ~ 3e153`` (HSVs ~ 7e307, representable) every bound of
+``balanced_truncation`` was NaN and an explicit ``order=5`` (full) came back as order 0
+with a "noise floor" warning (the floor ``||Lc|| ||Lo|| / (1 - rho^2)`` overflowed); with
+``B, C ~ 1e154`` the HSVs raised ``SolverError("SVD ... did not converge")`` although
+``hankel_norm`` documents ``NonFiniteError``; ``h2_norm`` returned inf with a
+RuntimeWarning where ``hinf_norm`` raises. The rounding term carried ``||D||_F`` although
+truncation returns ``D_r = D`` bit for bit: ``D = 1e8`` made the full-order bound 1e-6.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from lti import (
+    DiscreteLTI,
+    balanced_truncation,
+    balanced_truncation_from_factors,
+    h2_norm,
+    hankel_norm,
+    hankel_singular_values,
+)
+from lti.exceptions import NonFiniteError
+
+EPS = np.finfo(np.float64).eps
+
+
+def _abc(n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    A *= 0.8 / np.max(np.abs(np.linalg.eigvals(A)))
+    return A, rng.standard_normal((n, 2)), rng.standard_normal((3, n)), rng.standard_normal(
+        (3, 2))
+
+
+def _finite_result(res):
+    vals = [res.error_bound, res.lower_bound, res.rounding_term]
+    return not np.isnan(vals).any() and not np.isnan(res.error_bounds).any() and not np.isnan(
+        res.hsv).any()
+
+
+@pytest.mark.parametrize("s", [3e153, 2.0**200, 1e-100, 2.0**-250])  # |B||C| beyond 2^+-300
+@pytest.mark.parametrize("match_dc", [False, True])
+def test_bt_at_extreme_scales_is_the_scaled_unit_problem(s, match_dc):
+    A, B, C, _ = _abc()
+    ref = balanced_truncation(DiscreteLTI(A, B, C), order=2, match_dc=match_dc)
+    full = balanced_truncation(DiscreteLTI(A, B * s, C * s), order=5, match_dc=match_dc)
+    assert full.order == 5 and _finite_result(full)  # was order 0 and NaN at 3e153
+    G = DiscreteLTI(A, B * s, C * s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warnings, no noise-floor warning
+        res = balanced_truncation(G, order=2, match_dc=match_dc)
+    s2 = s * s
+    assert res.order == 2 and res.minimal_order == 5 and _finite_result(res)
+    np.testing.assert_allclose(res.hsv, ref.hsv * s2, rtol=1e-12)
+    assert res.error_bound == pytest.approx(ref.error_bound * s2, rel=1e-12)
+    assert res.lower_bound == pytest.approx(ref.lower_bound * s2, rel=1e-12)
+    np.testing.assert_allclose(res.T, ref.T, rtol=1e-10, atol=1e-12 * np.abs(ref.T).max())
+    w = np.linspace(0.0, np.pi, 9)
+    np.testing.assert_allclose(res.reduced.frequency_response(w) / s / s,
+                               ref.reduced.frequency_response(w), rtol=1e-10)
+
+
+def test_bt_with_huge_bc_keeps_the_requested_order_and_control_type():
+    control = pytest.importorskip("control", reason="python-control converts the result")
+    A, B, C, D = _abc()
+    res = balanced_truncation(control.ss(A, B * 3e153, C * 3e153, D, 0.5), order=3)
+    assert isinstance(res.reduced, control.StateSpace) and res.reduced.dt == 0.5
+    assert res.order == 3 and np.isfinite(res.error_bound) and np.isfinite(res.lower_bound)
+    np.testing.assert_array_equal(res.reduced.D, D)
+
+
+def test_tol_and_warnings_are_in_the_units_of_the_system_passed():
+    A, B, C, _ = _abc()
+    ref = balanced_truncation(DiscreteLTI(A, B, C), order=0)
+    s = 2.0**-170  # max|B| max|C| ~ 2^-340: rescaled inside
+    G = DiscreteLTI(A, B * s, C * s)
+    tol = 1.0001 * ref.error_bounds[2]
+    assert balanced_truncation(G, tol=tol * s * s).order == balanced_truncation(
+        DiscreteLTI(A, B, C), tol=tol).order == 2
+    with pytest.warns(UserWarning, match=r"no order below n = 5.*times 4\^-1\d\d are") as rec:
+        balanced_truncation(G, tol=1e-30 * s * s)
+    assert rec[0].filename == __file__  # re-issued at the caller's line
+
+
+def test_hsv_beyond_the_float_range_are_inf_and_the_norms_say_so():
+    A, B, C, D = _abc()
+    G = DiscreteLTI(A, B * 1e154, C * 1e154)  # sigma_1 ~ 7.8e308: not representable
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hsv = hankel_singular_values(G)  # was SolverError (SVD did not converge)
+    assert np.isinf(hsv[0]) and not np.isnan(hsv).any()
+    with pytest.raises(NonFiniteError, match="overflows float64"):
+        hankel_norm(G)  # documented; was SolverError
+    with pytest.raises(NonFiniteError, match="H2 norm"):
+        h2_norm(DiscreteLTI(A, B * 1e160, C * 1e160, D))  # was inf and a RuntimeWarning
+    ref = hankel_singular_values(DiscreteLTI(A, B, C))
+    got = hankel_singular_values(DiscreteLTI(A, B * 2.0**500, C * 2.0**-2000))
+    np.testing.assert_allclose(got, np.ldexp(ref, -1500), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the product's
+def test_from_factors_overflow_is_typed():
+    A, B, C, _ = _abc()
+    G = DiscreteLTI(A, B, C)
+    L = np.full((5, 5), 1e200)
+    with pytest.raises(NonFiniteError, match="Lo\\^T Lc"):
+        balanced_truncation_from_factors(G, L, L, order=2)
+
+
+@pytest.mark.parametrize("order", [0, 2, 5])
+def test_truncation_bounds_do_not_depend_on_d(order):
+    """``D_r = D`` exactly: ``G - G_r`` is the same system whatever ``D``."""
+    A, B, C, _ = _abc()
+    G0 = DiscreteLTI(A, B, C)
+    GD = DiscreteLTI(A, B, C, 1e8 * np.random.default_rng(1).standard_normal((3, 2)))
+    a, b = balanced_truncation(G0, order=order), balanced_truncation(GD, order=order)
+    np.testing.assert_array_equal(a.error_bounds, b.error_bounds)  # was + 4 n eps 1e8 ...
+    assert a.rounding_term == b.rounding_term and a.lower_bound == b.lower_bound
+    np.testing.assert_array_equal(b.reduced.D, GD.D)
+    if order == 5:
+        assert b.error_bound < 1e-10  # was 4e-6 (the D part of the rounding term)
+
+
+def test_match_dc_bound_adds_the_rounding_of_d_r():
+    A, B, C, _ = _abc()
+    D = 1e8 * np.random.default_rng(1).standard_normal((3, 2))
+    a = balanced_truncation(DiscreteLTI(A, B, C), order=2, match_dc=True)
+    b = balanced_truncation(DiscreteLTI(A, B, C, D), order=2, match_dc=True)
+    assert b.match_dc and a.match_dc
+    assert b.rounding_term - a.rounding_term == pytest.approx(EPS * np.linalg.norm(D), rel=1e-6)
+    # the SPA feedthrough is D plus the same correction: (G - G_r) is the same system
+    np.testing.assert_allclose(b.reduced.D - D, a.reduced.D, rtol=0, atol=4 * EPS * 1e9)
