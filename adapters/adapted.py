@@ -16,7 +16,7 @@ from torch import nn
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, AdapterShapeError
 
-__all__ = ["AdaptedMLP", "AdapterTree", "build_adapter"]
+__all__ = ["AdaptedMLP", "AdapterTree", "build_adapter", "target_device"]
 
 
 class AdapterTree(nn.ModuleDict):
@@ -289,6 +289,42 @@ class _Unbound:
 
     def __init__(self, func):
         self.func = func
+
+
+def target_device(module: nn.Module) -> torch.device:
+    """The device an adapter of ``module`` is built on: where the module computes.
+
+    That is the device of its first parameter or buffer (CPU if it has none), except for a
+    module whose weights accelerate has offloaded (big-model inference, ``from_pretrained(...,
+    device_map=...)`` with layers on ``"cpu"`` beside a GPU, or on ``"disk"``): those weights
+    are meta tensors loaded for each call, and the module's ``AlignDevicesHook`` (on it or on
+    its submodules) names the ``execution_device`` where the call, and so the stream, runs.
+    The adapter stays resident there (it is small and trained). A meta module without such a
+    hook (built under ``init_empty_weights``, or ``model.to("meta")``) gives ``meta``.
+
+    Parameters
+    ----------
+    module : nn.Module
+        A target module.
+
+    Returns
+    -------
+    torch.device
+
+    Examples
+    --------
+    >>> target_device(nn.Linear(2, 2)), target_device(nn.Linear(2, 2, device="meta"))
+    (device(type='cpu'), device(type='meta'))
+    """
+    tensors = [*module.parameters(), *module.buffers()]
+    if not tensors:
+        return torch.device("cpu")
+    if any(t.is_meta for t in tensors):
+        for sub in module.modules():
+            device = getattr(getattr(sub, "_hf_hook", None), "execution_device", None)
+            if device is not None:
+                return torch.device(device)
+    return tensors[0].device
 
 
 def build_adapter(width: int, config: HRMConfig, *, device: torch.device | str = "cpu",

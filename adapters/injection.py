@@ -30,7 +30,7 @@ import contextlib
 import functools
 from collections.abc import Iterator
 
-import torch
+import torch  # noqa: F401  (the examples in the docstrings use it)
 from torch import nn
 
 from adapters._checkpointing import bind_checkpoints, unbind_checkpoints
@@ -42,7 +42,7 @@ from adapters._hooks import (
     save_pretrained_without_adapters,
 )
 from adapters._wrappers import unwrap_model
-from adapters.adapted import AdaptedMLP, AdapterTree, build_adapter
+from adapters.adapted import AdaptedMLP, AdapterTree, build_adapter, target_device
 from adapters.config import HRMConfig
 from adapters.exceptions import AdapterConfigError, AdapterError
 from adapters.targets import (
@@ -75,12 +75,6 @@ _RUNTIME_ATTR = "_hrm_runtime"
 _SAVE_ATTR = "save_pretrained"
 _PEFT_ATTRS = (_SAVE_ATTR, "load_adapter")  # set on a PEFT wrapper adapted inside
 _PAGED_ATTR = "init_continuous_batching"  # transformers' continuous batching (paged KV cache)
-
-
-def _module_device(module: nn.Module) -> torch.device:
-    for t in (*module.parameters(), *module.buffers()):
-        return t.device
-    return torch.device("cpu")
 
 
 def _runtime(model: nn.Module):
@@ -157,7 +151,7 @@ def inject(model: nn.Module, config: HRMConfig | None = None) -> nn.Module:
     wrapped = {}
     for t in targets:
         module = model.get_submodule(t.name)
-        adapter = build_adapter(t.width, config, device=_module_device(module))
+        adapter = build_adapter(t.width, config, device=target_device(module))
         wrapped[t.name] = AdaptedMLP(module, adapter, reads=config.reads, name=t.name,
                                      source=model.get_submodule(t.source),
                                      input_name=t.input_name)
