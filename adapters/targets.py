@@ -23,7 +23,8 @@ belong to different streams there, so the decoder adapters' state could not be k
 
 :func:`resolve_targets` checks, before the model is touched, that each target's input and
 output widths are H (from its linear layers, or a dry run on the meta device when it has
-none, e.g. the mixture-of-experts block of Mixtral, whose experts are 3-D parameters) and
+none, e.g. the mixture-of-experts block of Mixtral, whose experts are 3-D parameters; a block
+whose routing needs host values, JetMoE's, runs once on a zero input instead) and
 that its forward takes the stream as its first argument, and raises
 :class:`~adapters.exceptions.AdapterShapeError` or
 :class:`~adapters.exceptions.TargetModulesNotFoundError` naming the modules that would work.
@@ -398,25 +399,49 @@ def _widths(module: nn.Module) -> tuple[int | None, int | None]:
 
 
 def _dry_run_width(module: nn.Module, width: int) -> int | None:
-    """Output width of ``module`` on a meta tensor (1, 2, H), or None when it cannot be run.
+    """Output width of ``module`` on a (1, 2, H) input, or None when it cannot be run.
 
-    The module runs with meta stand-ins for its parameters and buffers (nothing is copied),
-    in float32 and, failing that, in bfloat16: some meta kernels accept only bfloat16 (the
-    grouped matmul of mixture-of-experts blocks such as Mixtral's)."""
+    First on the meta device: the module runs with meta stand-ins for its parameters and
+    buffers (nothing is copied, nothing computed), in float32 and, failing that, in bfloat16
+    (some meta kernels accept only bfloat16: the grouped matmul of mixture-of-experts blocks
+    such as Mixtral's). A block whose routing needs host values (JetMoE's experts split the
+    tokens by ``expert_size.tolist()``) cannot run on meta tensors; when its weights are
+    resident it runs once on a zero input of its own device and dtype instead, under
+    ``no_grad`` and with the random number generators restored afterwards, so nothing it
+    computes or draws is kept (its ``forward`` is called directly: its own hooks do not run).
+    """
     from torch.func import functional_call
 
+    tensors = dict((*module.named_parameters(), *module.named_buffers()))
     for dtype in (torch.float32, torch.bfloat16):
         try:
             stand_ins = {n: torch.empty_like(t, device="meta",
                                              dtype=dtype if t.is_floating_point() else t.dtype)
-                         for n, t in (*module.named_parameters(), *module.named_buffers())}
+                         for n, t in tensors.items()}
             out = functional_call(module, stand_ins,
                                   (torch.empty(1, 2, width, device="meta", dtype=dtype),))
         except Exception:  # noqa: BLE001 - any failure means "cannot tell"; reported by caller
             continue
-        out = out[0] if isinstance(out, tuple) else out
-        return int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 3 else None
-    return None
+        return _out_width(out)
+    if not tensors or any(t.is_meta for t in tensors.values()):
+        return None
+    floats = [t for t in tensors.values() if t.is_floating_point()]
+    like = floats[0] if floats else next(iter(tensors.values()))
+    device = like.device
+    x = torch.zeros(1, 2, width, device=device,
+                    dtype=like.dtype if like.is_floating_point() else torch.float32)
+    gpus = [device.index or 0] if device.type == "cuda" else []
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=gpus):
+            out = type(module).forward(module, x)
+    except Exception:  # noqa: BLE001 - as above
+        return None
+    return _out_width(out)
+
+
+def _out_width(out) -> int | None:
+    out = out[0] if isinstance(out, tuple) else out
+    return int(out.shape[-1]) if isinstance(out, torch.Tensor) and out.dim() == 3 else None
 
 
 def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -> str | None:
@@ -439,20 +464,20 @@ def _problem(model: nn.Module, name: str, source: str, width: int, reads: str) -
         w_out = _dry_run_width(module, width)
         if w_out is None:
             return (f"{name!r} has no linear layer and could not be run on a (1, 2, {width}) "
-                    "meta tensor to check its widths")
+                    "input to check its widths")
         w_in = width
     elif source == name and (w_in not in (None, width) or w_out not in (None, width)):
         # The first and last linear layers in module order need not be the block's input and
         # output: a mixture-of-experts block registers its router (H -> E) or a shared
-        # expert's gate (H -> 1) after the experts (Qwen2-MoE, PhiMoE). Its own call
-        # on a meta tensor decides.
+        # expert's gate (H -> 1) after the experts (Qwen2-MoE, PhiMoE, JetMoE). Its own
+        # call (on a meta tensor, or on a zero input) decides.
         ran = _dry_run_width(module, width)
         if ran == width:
             return None
         if ran is None and linear_dims(module) is None and w_in in (None, width):
             # a block, not a linear layer itself, whose input fits: its output is in doubt
             how = (" (by its first and last linear layers; it could not be run on a (1, 2, "
-                   f"{width}) meta tensor to check)")
+                   f"{width}) input to check)")
     if reads == "mlp_input" and w_in is not None and w_in != width:
         return f"{source!r} reads {w_in} features, not the stream width H = {width}{how}"
     if w_out is not None and w_out != width:
