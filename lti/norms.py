@@ -286,7 +286,7 @@ def _check_tol(tol) -> float:
 
 def _sigma_max(G: DiscreteLTI, theta) -> np.ndarray:
     """Largest singular value of G(e^{j theta}), vectorised over theta (shape (k,))."""
-    H = G.frequency_response(np.atleast_1d(theta))  # (k, p, m)
+    H = G._frequency_response(np.atleast_1d(theta), refine=False)  # (k, p, m)
     return np.linalg.svd(H, compute_uv=False)[:, 0]
 
 
@@ -516,7 +516,7 @@ def hinf_norm(sys, *, tol: float = 1e-10) -> HinfNorm:
         np.concatenate([np.linspace(0.0, np.pi, 65), _wrap_fold(np.angle(poles[near]))])
     )
     with np.errstate(over="ignore", invalid="ignore"):
-        H0 = G.frequency_response(theta)  # (k, p, m)
+        H0 = G._frequency_response(theta, refine=False)  # (k, p, m)
     if not np.all(np.isfinite(H0)):  # (not a NaN lower bound passed on as `C / gamma`)
         raise NonFiniteError(
             "the frequency response of `sys` overflows float64 (max|B| = "

@@ -136,3 +136,59 @@ def test_match_dc_bound_adds_the_rounding_of_d_r():
     assert b.rounding_term - a.rounding_term == pytest.approx(EPS * np.linalg.norm(D), rel=1e-6)
     # the SPA feedthrough is D plus the same correction: (G - G_r) is the same system
     np.testing.assert_allclose(b.reduced.D - D, a.reduced.D, rtol=0, atol=4 * EPS * 1e9)
+
+
+# ------------------------------------------------ frequency response: one refinement step
+
+
+def _exact_response(mpmath, A, B, C, z):
+    """``C (zI - A)^{-1} B`` in 40-digit arithmetic (mpmath's precision set for this call)."""
+    with mpmath.workdps(40):
+        M = mpmath.mpc(z) * mpmath.eye(A.shape[0]) - mpmath.matrix(A.tolist())
+        Y = mpmath.matrix(C.tolist()) * (mpmath.inverse(M) * mpmath.matrix(B.tolist()))
+        return np.array([[complex(Y[i, j]) for j in range(Y.cols)] for i in range(Y.rows)])
+
+
+@pytest.mark.parametrize("kind", ["random", "non-normal"])
+def test_frequency_response_is_as_accurate_as_a_dense_solve(kind):
+    """The complex Schur form's backward error (QR iteration) limited the response: 7e-15
+    geometric mean (4e-14 max) relative error on random A (rho 0.98), 5x SLICOT TB05AD's and
+    15x a dense LU solve's. One refinement step with the residual in A's own coordinates
+    brings it to the LU solve's level (measured 4e-16)."""
+    mpmath = pytest.importorskip("mpmath", reason="the 40-digit reference")
+    rng = np.random.default_rng(3)
+    n = 16
+    if kind == "random":
+        A = rng.standard_normal((n, n))
+        A *= 0.98 / np.max(np.abs(np.linalg.eigvals(A)))
+    else:  # unit-size strictly upper part, rotated: ||A|| >> rho(A)
+        Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+        A = Q @ (np.triu(rng.standard_normal((n, n)), 1)
+                 + np.diag(rng.uniform(-0.9, 0.9, n))) @ Q.T
+    B, C = rng.standard_normal((n, 2)), rng.standard_normal((3, n))
+    w = np.linspace(0.03, 3.1, 6)
+    ours = DiscreteLTI(A, B, C).frequency_response(w)
+    err, err_lu = [], []
+    for k, wk in enumerate(w):
+        z = np.exp(1j * wk)
+        ref = _exact_response(mpmath, A, B, C, z)
+        err.append(np.linalg.norm(ours[k] - ref) / np.linalg.norm(ref))
+        lu = C @ np.linalg.solve(z * np.eye(n) - A, B)
+        err_lu.append(np.linalg.norm(lu - ref) / np.linalg.norm(ref))
+    geo = float(np.exp(np.mean(np.log(err))))
+    geo_lu = float(np.exp(np.mean(np.log(err_lu))))
+    assert geo <= 1.5 * geo_lu, (geo, geo_lu)  # was 7.0x (random), 2.1x (non-normal)
+
+
+def test_frequency_response_refinement_keeps_poles_and_near_poles():
+    """Exact poles stay inf + nan j; a frequency next to a pole stays finite and accurate."""
+    A = np.array([[1.0, 0.3, 0.0], [0.0, 0.2, 1.0], [0.0, 0.0, 0.7]])
+    G = DiscreteLTI(A, np.arange(6.0).reshape(3, 2) + 1, np.arange(9.0).reshape(3, 3) - 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        H = G.frequency_response([0.0, 1e-9, 2.0])
+    assert np.isinf(H[0].real).all() and np.isnan(H[0].imag).all()
+    z = np.exp(1e-9j)
+    ref = G.C @ np.linalg.solve(z * np.eye(3) - A, G.B)
+    np.testing.assert_allclose(H[1], ref, rtol=1e-6)
+    assert np.isfinite(H[1:]).all()
