@@ -38,11 +38,12 @@ class CheckpointInContext:
 
     def __call__(self, function: Callable, *args, **kwargs):
         runtime = self.runtime
-        if not runtime._stack:  # outside a model call: nothing to carry
+        stack = runtime.calls.stack
+        if not stack:  # outside a model call: nothing to carry
             return self.func(function, *args, **kwargs)
         # the context of the model call under way (None inside disable_adapter), and whether
         # the branches were off: the recomputation runs as the forward did
-        context = (runtime._stack[-1], runtime.disabled)
+        context = (stack[-1], runtime.disabled)
         return self.func(functools.partial(_run_in_context, runtime, context, function), *args,
                          **kwargs)
 
@@ -50,12 +51,13 @@ class CheckpointInContext:
 def _run_in_context(runtime, context: tuple, function: Callable, *args, **kwargs):
     ctx, disabled = context
     before = runtime.disabled
-    runtime._stack.append(ctx)
+    stack = runtime.calls.stack  # of the thread recomputing (autograd may use its own)
+    stack.append(ctx)
     runtime.disabled = disabled
     try:
         return function(*args, **kwargs)
     finally:
-        runtime._stack.pop()
+        stack.pop()
         runtime.disabled = before
 
 

@@ -8,6 +8,7 @@ whole. Shapes: B batch, L length, H model width.
 
 from __future__ import annotations
 
+import threading
 import types
 
 import torch
@@ -85,7 +86,7 @@ class AdaptedMLP(nn.Module):
         self._hooks: list = []
         self._inner = None  # the target's forward while attached
         self._saved_forward = None
-        self._pending: torch.Tensor | None = None  # stream captured from a pair's `fc1`
+        self._pair_input = _PairInput()  # the stream captured from a pair's `fc1`, per thread
 
     @property
     def mlp(self) -> nn.Module:
@@ -114,7 +115,7 @@ class AdaptedMLP(nn.Module):
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
-        self._pending = None
+        self._pair_input.value = None
         if self._inner is None:
             return
         mlp = self._mlp
@@ -129,6 +130,7 @@ class AdaptedMLP(nn.Module):
         # pickle stores a bound method as getattr(obj, name), which on loading would give the
         # target's instance ``forward`` (this wrapper itself): keep the function, bind it again
         state = super().__getstate__()
+        state["_pair_input"] = None  # a threading.local (cannot be pickled); made again
         for key in ("_inner", "_saved_forward"):
             f = state.get(key)
             if isinstance(f, types.MethodType) and f.__self__ is self._mlp:
@@ -139,6 +141,7 @@ class AdaptedMLP(nn.Module):
         for key in ("_inner", "_saved_forward"):
             if isinstance(state.get(key), _Unbound):
                 state[key] = types.MethodType(state[key].func, state["_mlp"])
+        state["_pair_input"] = _PairInput()
         super().__setstate__(state)
 
     def _adapted_forward(self, *args, **kwargs):
@@ -152,9 +155,9 @@ class AdaptedMLP(nn.Module):
         output = self._inner(*args, **kwargs)
         runtime = self._runtime
         if runtime is not None:
-            plan = runtime.plan
+            plan = runtime.calls.plan
             if plan is None:
-                if runtime.disabled and self._pending is None:
+                if runtime.disabled and self._pair_input.value is None:
                     return output  # inside disable_adapter: the target's output as it is
             elif (self._direct and args and type(output) is torch.Tensor
                   and not runtime.disabled):
@@ -175,24 +178,24 @@ class AdaptedMLP(nn.Module):
         )
 
     def _capture(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
-        self._pending = self._first_argument(args, kwargs)
+        self._pair_input.value = self._first_argument(args, kwargs)
 
     def _add_branch(self, args: tuple, kwargs: dict, output):
         runtime = self._runtime
         plan = None
         if runtime is not None:
             if runtime.disabled:
-                if self._pending is not None:  # (nn.Module.__setattr__ is slow: only if set)
-                    self._pending = None
+                self._pair_input.value = None
                 return output
-            plan = runtime.plan  # a one-token continuation on the fast path
+            plan = runtime.calls.plan  # a one-token continuation on the fast path
         h = output[0] if isinstance(output, tuple) else output
         if self.reads == "mlp_output":
             stream = h
         elif self._source is self._mlp:
             stream = args[0] if args else self._first_argument(args, kwargs)
         else:
-            stream, self._pending = self._pending, None
+            pair = self._pair_input
+            stream, pair.value = pair.value, None
             if stream is None:
                 raise AdapterShapeError(
                     f"the adapter at {self.adapter_name!r} reads the input of its pair's first "
@@ -282,6 +285,13 @@ class AdaptedMLP(nn.Module):
         str
         """
         return f"target={self.adapter_name!r}, reads={self.reads!r}"
+
+
+class _PairInput(threading.local):
+    """The stream a pair's first layer was called with, until its second adds the branch; one
+    per thread, so that threads running the model at once do not take each other's."""
+
+    value: torch.Tensor | None = None
 
 
 class _Unbound:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -279,6 +280,21 @@ def _output_cache(output: Any) -> Any:
     return None
 
 
+class _Calls(threading.local):
+    """The model calls under way in one thread: their contexts, innermost last (None for a
+    call inside :func:`adapters.disable_adapter`), and the fast decode step of the innermost.
+
+    Per thread, so that several threads may run one adapted model at once (a server calling
+    ``generate`` from a thread pool), as they may run the base model; ``disabled`` stays one
+    flag per model, as in PEFT, so a ``with disable_adapter(model)`` block also covers a
+    ``generate`` it starts in another thread (a streamer's).
+    """
+
+    def __init__(self) -> None:
+        self.stack: list[_Context | None] = []
+        self.plan: _Plan | None = None
+
+
 class AdapterRuntime:
     """Per-model glue between a model call and its adapters (created by :func:`inject`).
 
@@ -294,6 +310,9 @@ class AdapterRuntime:
         Key of this model's states on a shared cache.
     saved_requires_grad : list of (nn.Parameter, bool)
         Flags before injection, restored by :func:`adapters.remove`.
+    calls : threading.local
+        This thread's model calls under way (``calls.stack``) and the fast decode step of the
+        innermost one (``calls.plan``).
     """
 
     def __init__(self, config: Any) -> None:
@@ -302,10 +321,19 @@ class AdapterRuntime:
         self.saved_requires_grad: list[tuple[nn.Parameter, bool]] = []
         self._handles: list[Any] = []
         self._positional: list[str] = []
-        self._stack: list[_Context | None] = []
+        self.calls = _Calls()  # per thread: the calls under way and the current fast step
         self.disabled = False  # set by adapters.disable_adapter: no branch, no state
         self.adapted: dict[str, nn.Module] = {}  # name -> AdaptedMLP, set by inject
-        self.plan: _Plan | None = None  # the fast decode step of the current call, if any
+
+    def __getstate__(self) -> dict:
+        # a threading.local cannot be pickled or deep-copied; no call is under way in a copy
+        state = dict(self.__dict__)
+        del state["calls"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.calls = _Calls()
 
     # --- hooks -------------------------------------------------------------------------
     def attach(self, model: nn.Module) -> None:
@@ -333,8 +361,7 @@ class AdapterRuntime:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        self._stack = []
-        self.plan = None
+        self.calls = _Calls()
 
     def batch_size(self) -> int | None:
         """Batch size B of the current top-level model call (None outside one).
@@ -343,22 +370,24 @@ class AdapterRuntime:
         -------
         int or None
         """
-        ctx = self._stack[-1] if self._stack else None
+        stack = self.calls.stack
+        ctx = stack[-1] if stack else None
         return None if ctx is None else ctx.batch
 
     def _pre_hook(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        calls = self.calls
         if self.disabled:
-            self._stack.append(None)  # the base model's call: no context, no state
-            self.plan = None
+            calls.stack.append(None)  # the base model's call: no context, no state
+            calls.plan = None
             return
         try:
             ctx = self._context(module, args, kwargs)
         except Exception:
-            self._stack.append(None)  # the always-called post-hook pops this placeholder
-            self.plan = None
+            calls.stack.append(None)  # the always-called post-hook pops this placeholder
+            calls.plan = None
             raise
-        self._stack.append(ctx)
-        self.plan = ctx.plan
+        calls.stack.append(ctx)
+        calls.plan = ctx.plan
 
     def _context(self, module: nn.Module, args: tuple, kwargs: dict) -> _Context:
         bound = dict(zip(self._positional, args, strict=False))
@@ -437,9 +466,11 @@ class AdapterRuntime:
                      if isinstance(start, _Stack) else (ctx.record.stack,))
 
     def _post_hook(self, module: nn.Module, args: tuple, *rest: Any) -> None:
-        ctx = self._stack.pop() if self._stack else None
-        top = self._stack[-1] if self._stack else None
-        self.plan = None if top is None else top.plan
+        calls = self.calls
+        stack = calls.stack
+        ctx = stack.pop() if stack else None
+        top = stack[-1] if stack else None
+        calls.plan = None if top is None else top.plan
         if ctx is None or len(rest) != 2 or not ctx.stateful:
             return None  # (len(rest) != 2: called after an exception in forward)
         plan = ctx.plan
@@ -505,7 +536,8 @@ class AdapterRuntime:
         AdapterError
             The cache holds tokens but no stored state for this adapter.
         """
-        ctx = self._stack[-1] if self._stack else None
+        stack = self.calls.stack
+        ctx = stack[-1] if stack else None
         if ctx is None:
             return adapted.adapter(u)
         batch, length = u.shape[0], u.shape[1]

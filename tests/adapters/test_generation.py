@@ -216,7 +216,7 @@ def test_cache_without_adapter_state_raises_and_plain_forward_is_stateless():
         base(seq, cache=cache)  # filled by a model without adapters
         with pytest.raises(AdapterError, match="no adapter state"):
             model(seq[:, -1:], cache=cache)
-        assert model._hrm_runtime._stack == []  # a failed call leaves no context behind
+        assert model._hrm_runtime.calls.stack == []  # a failed call leaves no context behind
         a = model(seq, use_cache=False).logits
         b = model(seq, use_cache=False).logits
         out = model(seq)  # use_cache from the config: the returned cache carries the states

@@ -218,7 +218,7 @@ def test_model_clock_times_the_model_calls_of_a_generate_with_the_adapters_hooks
     depth = []
 
     def clock():
-        depth.append(len(runtime._stack))
+        depth.append(len(runtime.calls.stack))
         return time.perf_counter()
 
     hooks = (len(model._forward_pre_hooks), len(model._forward_hooks))
