@@ -238,12 +238,20 @@ def norm2(L: np.ndarray) -> float:
     return max(est, big)
 
 
-def noise_floor(hsv, Lc, Lo, rho) -> float:
-    """HSVs at or below this level are not certified (see balanced_truncation, Notes)."""
+def noise_floor(hsv, Lc, Lo, rho, exact_schur: bool = False) -> float:
+    """HSVs at or below this level are not certified (see balanced_truncation, Notes).
+
+    ``n eps max(sigma_1, ||Lc||_2 ||Lo||_2) / (1 - rho^2)``; with `exact_schur` (the
+    factors come from Hammarling's method on ``A`` itself, an upper quasi-triangular ``A``
+    whose Schur form is exact) ``n eps sigma_1 / (1 - rho^2)``: the ``||Lc|| ||Lo||`` term
+    covers the Schur decomposition's backward error acting on a non-normal ``A``, which is
+    then absent (a chain of 8 lags ``1 / (z - 0.99)``, superdiagonal 1: ``||Lc|| ||Lo||``
+    over 1e13 sigma_1 put every HSV below the floor, order 0 for any order asked, although
+    the HSVs were accurate to 1e-13 relative)."""
     n = hsv.size
     if n == 0:
         return 0.0
-    scale = norm2(Lc) * norm2(Lo)
+    scale = float(hsv[0]) if exact_schur else norm2(Lc) * norm2(Lo)
     if rho is not None:
         scale /= max(1.0 - rho * rho, _EPS)  # conditioning of the Stein equations
     return n * _EPS * max(float(hsv[0]), scale)
@@ -284,8 +292,9 @@ class StableReduction:
 
 
 def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
-                   rho=None) -> StableReduction:
-    """Balanced truncation / SPA of a stable ``G`` with given Gramian factors."""
+                   rho=None, exact_schur: bool = False) -> StableReduction:
+    """Balanced truncation / SPA of a stable ``G`` with given Gramian factors
+    (`exact_schur`: see :func:`noise_floor`)."""
     A, B, C, D = G.A, G.B, G.C, G.D
     n = A.shape[0]
     lead = None
@@ -304,7 +313,7 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     tail = np.zeros(n + 1)  # tail[k] = sum_{i>=k} sigma_i, tail[n] = 0
     np.cumsum(hsv[::-1], out=tail[n - 1 :: -1] if n else tail[:0])
     bounds = 2.0 * tail  # (n + 1,)
-    floor = noise_floor(hsv, Lc, Lo, rho)
+    floor = noise_floor(hsv, Lc, Lo, rho, exact_schur)
     nmin = int(np.count_nonzero(hsv > floor))
     r = select_order(hsv, bounds, rule, nmin, stacklevel + 1)  # on the HSV tails
     rounding, gain_unit = rounding_terms(G, hsv, floor, rho, match_dc)

@@ -405,7 +405,12 @@ def balanced_truncation(
     AB09AD's rule ``n_s eps sigma_1``; the two agree when ``||Lc|| ||Lo||`` is close to
     ``sigma_1`` and ``rho`` is not close to 1, and ours is larger (it drops HSVs AB09AD
     keeps) for strongly non-normal ``A``, where the smaller HSVs are not accurate: the
-    issue-14 family broke the bound by 3e6x with AB09AD's floor.
+    issue-14 family broke the bound by 3e6x with AB09AD's floor. For an upper
+    quasi-triangular ``A`` in standard form (Jordan chains, bidiagonal and triangular
+    systems) the Schur form is ``A`` itself, with no decomposition error: there the floor is
+    ``n_s eps sigma_1 / (1 - rho^2)`` and the Schur part of ``rounding_term`` is 0 (a chain
+    of 8 lags ``1 / (z - 0.99)`` with unit coupling had ``||Lc|| ||Lo|| > 1e13 sigma_1``
+    and kept no state at any order asked; measured: ``benchmarks/results/triangular_floor.md``).
 
     Sparse ``A`` (``scipy.sparse``, n up to ~1e5 and beyond): the factors are the low-rank
     ADI factors ``Zc``, ``Zo`` of :func:`lti.lowrank.lowrank_gramian_factors` (default
@@ -462,13 +467,16 @@ def balanced_truncation(
         # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
         S = F.schur
         Gw = G if S is None else Realisation(S.T, *F.schur_BC, G.D)  # (Z^T B, C Z: F's)
-        red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho)
+        exact = S is not None and _exact_schur(S, G.A)  # T = A, Z = I: no Schur rounding
+        red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho,
+                            exact_schur=exact)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
-        # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths)
-        extra = 0.0 if S is None else schur_rounding(  # (triangle, eigenvalues: lazy)
-            S.T, Gw.B, Gw.C, ROUNDING_FACTOR, S.complex_triangle, S.eigenvalues)
+        # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths,
+        # nor when it is exact: an upper quasi-triangular A comes back as T = A, Z = I)
+        extra = 0.0 if S is None or exact else schur_rounding(
+            S.T, Gw.B, Gw.C, ROUNDING_FACTOR, S.complex_triangle, S.eigenvalues)  # (lazy)
         return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control, extra=extra)
     split = split_unstable(G)
     nu = G.n - split.ns
@@ -493,6 +501,19 @@ def balanced_truncation(
     extra = schur_rounding(Gs.A, Gs.B, Gs.C, ROUNDING_FACTOR, Ss.complex_triangle,
                            Ss.eigenvalues)
     return _finish(G, red, reduced, T, Ti, nu, match_dc, was_control, cond=cond, extra=extra)
+
+
+def _exact_schur(S: SchurForm, A: np.ndarray) -> bool:
+    """Whether the Schur form is ``A`` itself, ``T = A`` and ``Z = I`` bit for bit (LAPACK
+    returns an upper quasi-triangular ``A`` in standard form unchanged: Jordan blocks,
+    bidiagonal and triangular systems): then it has no backward error and ``Z^T B = B``,
+    ``C Z = C`` exactly. (A nonzero bottom-left entry answers no for dense ``A`` at once.)"""
+    n = A.shape[0]
+    if n > 2 and A[n - 1, 0] != 0.0:
+        return False
+    Z = S.Z
+    return bool(np.array_equal(S.T, A) and np.count_nonzero(Z) == n
+                and (Z.diagonal() == 1.0).all())
 
 
 def balanced_truncation_from_factors(

@@ -192,3 +192,48 @@ def test_frequency_response_refinement_keeps_poles_and_near_poles():
     ref = G.C @ np.linalg.solve(z * np.eye(3) - A, G.B)
     np.testing.assert_allclose(H[1], ref, rtol=1e-6)
     assert np.isfinite(H[1:]).all()
+
+
+# ------------------------------------- upper (quasi-)triangular A: the Schur form is exact
+
+
+def _jordan_chain(lam=0.99, c=1.0, n=8):
+    """``lam I + c N`` (N the shift), input at the last state, output at the first: the
+    cascade ``c^(n-1) / (z - lam)^n`` of n first-order lags."""
+    A = lam * np.eye(n) + c * np.diag(np.ones(n - 1), 1)
+    return DiscreteLTI(A, np.eye(n)[:, -1:], np.eye(n)[:1])
+
+
+def test_jordan_chain_keeps_the_order_asked():
+    """The floor n eps ||Lc|| ||Lo|| / (1 - rho^2) exceeded sigma_1 (||Lc|| ||Lo|| > 1e13
+    sigma_1): every order came back as 0 with a noise-floor warning, although the HSVs are
+    accurate (lam = 0.999: 1.1e-13 relative against a 60-digit reference, SLICOT AB09AD's
+    1.5e-13)."""
+    from lti import hinf_norm
+
+    G = _jordan_chain()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # was: "requested 4 stable states but only 0 ..."
+        res = balanced_truncation(G, order=4)
+    assert res.order == 4 and res.minimal_order == 8
+    err = hinf_norm(G - res.reduced).value
+    assert res.lower_bound <= err <= res.error_bound
+    # the same chain with coupling 0.1 is the system scaled by a diagonal similarity and
+    # B, C: its reduced model's error, scaled back, is the same
+    small = balanced_truncation(_jordan_chain(c=0.1), order=4)
+    err_small = hinf_norm(_jordan_chain(c=0.1) - small.reduced).value
+    assert err == pytest.approx(err_small * 1e7, rel=1e-6)
+    np.testing.assert_allclose(res.hsv, small.hsv * 1e7, rtol=1e-10)
+
+
+def test_exact_schur_is_recognised_only_for_quasi_triangular_a():
+    from lti.balanced import _exact_schur
+    from lti.lyapunov import real_schur
+
+    J = _jordan_chain().A
+    assert _exact_schur(real_schur(J), J)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((6, 6)) * 0.2
+    assert not _exact_schur(real_schur(A), A)
+    P = np.eye(8)[::-1]
+    assert not _exact_schur(real_schur(P @ J @ P), P @ J @ P)  # lower triangular: reordered
