@@ -27,7 +27,7 @@ from lti._smith import (
     try_smith,
 )
 from lti._validation import stability_margin, unstable_message
-from lti.exceptions import InvalidArgumentError, SolverError, UnstableSystemError
+from lti.exceptions import InvalidArgumentError, NonFiniteError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
 from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
 from lti.modal import modal_form, modal_gramian_factors
@@ -333,9 +333,27 @@ def _gramian(G: DiscreteLTI, horizon, factor: bool, transpose: bool):
             return lyapunov_factor(A_in, B, transpose=transpose)
         M = A_in if (G.is_diagonal or not transpose) else G.A.T
         return solve_discrete_lyapunov(M, B @ B.T)
-    if factor:
-        return _finite_factors(G.A, G.is_diagonal, [B], horizon, [transpose])[0]
-    return _finite_gramian(G.A, G.is_diagonal, B, horizon, transpose)
+    with np.errstate(over="ignore", invalid="ignore"):  # refused below, typed
+        if factor:
+            X = _finite_factors(G.A, G.is_diagonal, [B], horizon, [transpose])[0]
+        else:
+            X = _finite_gramian(G.A, G.is_diagonal, B, horizon, transpose)
+    _check_finite_horizon(G, horizon, [X])
+    return X
+
+
+def _check_finite_horizon(G: DiscreteLTI, horizon: int, Xs) -> None:
+    """NonFiniteError when a finite-horizon Gramian (factor) overflowed float64: the sums
+    ``sum_{k<T} A^k B B^T (A^T)^k`` of an unstable ``A`` grow like ``rho^(2T)`` (they were
+    returned as inf, and the factors as NaN from the QR compression of inf)."""
+    if all(np.isfinite(X).all() for X in Xs):
+        return
+    rho = G.spectral_radius()
+    raise NonFiniteError(
+        f"the finite-horizon Gramian overflows float64 (horizon T = {horizon}, spectral "
+        f"radius of `A` {rho:.6g}: its terms grow like rho^(2k)); use a shorter horizon "
+        "or scale B and C down"
+    )
 
 
 def controllability_gramian(sys, *, horizon: int | None = None, factor: bool = False):
@@ -362,6 +380,8 @@ def controllability_gramian(sys, *, horizon: int | None = None, factor: bool = F
     ------
     UnstableSystemError
         Infinite horizon with spectral radius >= 1 (the value is in the message).
+    NonFiniteError
+        A finite horizon whose sum overflows float64 (unstable ``A``, long horizon).
     InvalidArgumentError
         Bad ``horizon`` / ``factor`` or not a system.
 
@@ -451,6 +471,13 @@ def gramian_factors(sys, *, horizon: int | None = None):
     Lo : ndarray, shape (n, ko)
         Observability factor.
 
+    Raises
+    ------
+    UnstableSystemError
+        Infinite horizon with spectral radius >= 1.
+    NonFiniteError
+        A finite horizon whose sums overflow float64 (unstable ``A``, long horizon).
+
     Notes
     -----
     Dense infinite horizon: up to n = 1024 (above n = 128 only when a cheap screen of the
@@ -486,7 +513,9 @@ def gramian_factors(sys, *, horizon: int | None = None):
         Fc, Fo = lowrank_gramian_factors(G.A, G.B, G.C)
         return np.asarray(Fc.Z), np.asarray(Fo.Z)
     if horizon is not None:
-        Lc, Lo = _finite_factors(G.A, G.is_diagonal, [G.B, G.C.T], horizon, [False, True])
+        with np.errstate(over="ignore", invalid="ignore"):  # refused below, typed
+            Lc, Lo = _finite_factors(G.A, G.is_diagonal, [G.B, G.C.T], horizon, [False, True])
+        _check_finite_horizon(G, horizon, [Lc, Lo])
         return Lc, Lo
     F = stable_gramian_factors(G)
     return F.Lc, F.Lo

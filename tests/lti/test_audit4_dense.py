@@ -237,3 +237,26 @@ def test_exact_schur_is_recognised_only_for_quasi_triangular_a():
     assert not _exact_schur(real_schur(A), A)
     P = np.eye(8)[::-1]
     assert not _exact_schur(real_schur(P @ J @ P), P @ J @ P)  # lower triangular: reordered
+
+
+# ------------------------------------------ finite-horizon Gramians of unstable systems
+
+
+@pytest.mark.parametrize("A", [np.diag([3.0, 3.1]), np.array([[3.0, 1.0], [0.0, 2.0]])],
+                         ids=["diagonal", "dense"])
+def test_finite_horizon_overflow_is_typed(A):
+    """Returned inf (Gramian) and NaN (factors, from the QR compression of inf) silently."""
+    from lti import controllability_gramian, gramian_factors, observability_gramian
+
+    G = DiscreteLTI(A, [[1.0], [1.0]], [[1.0, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow RuntimeWarnings either
+        for call in (lambda: controllability_gramian(G, horizon=700),
+                     lambda: observability_gramian(G, horizon=700, factor=True),
+                     lambda: gramian_factors(G, horizon=700)):
+            with pytest.raises(NonFiniteError, match=r"horizon T = 700, spectral radius"):
+                call()
+        P = controllability_gramian(G, horizon=20)  # a shorter horizon is fine
+    S = sum(np.linalg.matrix_power(A, k) @ G.B @ G.B.T @ np.linalg.matrix_power(A, k).T
+            for k in range(20))
+    np.testing.assert_allclose(P, S, rtol=1e-12)
