@@ -156,6 +156,12 @@ class DiscreteLTI:
             np.count_nonzero(A) == np.count_nonzero(A.diagonal())))  # no (n, n) temporary
         object.__setattr__(self, "_cschur", None)
 
+    def __reduce__(self):
+        # pickle, copy and deepcopy rebuild through the constructor: numpy unpickles and
+        # deep-copies arrays writeable, and a mutated copy kept the caches (is_diagonal, the
+        # Schur form) of the original, so its responses were silently those of another A
+        return (type(self), (self.A, self.B, self.C, self.D, self.dt))
+
     # ------------------------------------------------------------------ sizes
     @property
     def n(self) -> int:

@@ -260,3 +260,26 @@ def test_finite_horizon_overflow_is_typed(A):
     S = sum(np.linalg.matrix_power(A, k) @ G.B @ G.B.T @ np.linalg.matrix_power(A, k).T
             for k in range(20))
     np.testing.assert_allclose(P, S, rtol=1e-12)
+
+
+# ------------------------------------------------------------- copies of a DiscreteLTI
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+def test_copies_are_read_only_with_fresh_caches(how):
+    """numpy unpickles and deep-copies arrays writeable: a copy's A could be changed in
+    place and kept the original's cached is_diagonal (and Schur form), so its frequency
+    response was that of the old A."""
+    import copy
+    import pickle
+
+    G = DiscreteLTI(np.diag([0.5, 0.3]), np.ones((2, 1)), np.ones((1, 2)), dt=0.25)
+    G.frequency_response([0.3])
+    H = {"pickle": lambda g: pickle.loads(pickle.dumps(g)), "deepcopy": copy.deepcopy,
+         "copy": copy.copy}[how](G)
+    assert type(H) is DiscreteLTI and H.dt == 0.25 and H.is_diagonal
+    for X in (H.A, H.B, H.C, H.D):
+        assert not X.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            X[0, 0] = 1.0
+    np.testing.assert_array_equal(H.frequency_response([0.3]), G.frequency_response([0.3]))
