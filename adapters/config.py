@@ -50,7 +50,8 @@ class HRMConfig:
         saved checkpoint).
     target_modules : str or sequence of str or None, default None
         Which modules get an adapter. ``None`` finds the feed-forward of every decoder block
-        (the block's ``mlp``, or else its ``feed_forward``, ``ffn`` or ``block_sparse_moe``,
+        (the block's ``mlp``, or else its ``feed_forward``, ``ffn``, ``block_sparse_moe`` or
+        ``DenseReluDense`` (T5 encoders),
         where the block sits in an ``nn.ModuleList``; OPT's ``fc1``/``fc2`` pair; the language
         model's blocks only in a vision-language model). A string is a
         regular expression that must match the whole dotted module name

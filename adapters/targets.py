@@ -20,6 +20,7 @@ layouts are recognised:
 
 Encoder-decoder models (T5, BART, ...) are refused: the call's ``attention_mask`` and KV cache
 belong to different streams there, so the decoder adapters' state could not be kept right.
+Their encoder-only classes (``T5EncoderModel``, ``UMT5EncoderModel``) are encoders like BERT.
 
 :func:`resolve_targets` checks, before the model is touched, that each target's input and
 output widths are H (from its linear layers, or a dry run on the meta device when it has
@@ -58,11 +59,12 @@ ADAPTERS_ATTR = "hrm_adapters"
 """Name of the container under which :func:`adapters.inject` registers the adapters: the base
 model's own parameter names never change, the adapters' are ``hrm_adapters.<target>.*``."""
 
-FEED_FORWARD_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe")
+FEED_FORWARD_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "DenseReluDense")
 """Names of a decoder block's feed-forward module found by ``target_modules=None``, in order
 of preference: a block takes the first one it has (``mlp`` of GPT-2, Llama, Qwen2, ...;
 ``feed_forward`` of Llama 4, LFM2, Falcon-H1; ``ffn`` of MPT, CTRL; ``block_sparse_moe`` of
-GraniteMoE)."""
+GraniteMoE; ``DenseReluDense`` of the T5 family's encoders, ``T5EncoderModel`` and
+``UMT5EncoderModel``, in the ``layer`` list of each block)."""
 PAIRS = (("fc1", "fc2"), ("intermediate", "output.dense"), ("ffn", "ffn_output"))
 """Feed-forward pairs ``(reads, writes)``, paths inside one block (OPT's ``fc1``/``fc2``,
 BERT's ``intermediate``/``output.dense``, ALBERT's ``ffn``/``ffn_output``), recognised as one
@@ -200,12 +202,15 @@ def _pair_of(model: nn.Module, name: str) -> tuple[str, str] | None:
 
 def _block_feed_forward(block: nn.Module) -> str | None:
     """The block's child named by :data:`FEED_FORWARD_NAMES` (the first it has), not counting
-    the first half of a :data:`PAIRS` pair (ALBERT's ``ffn`` beside ``ffn_output``), or None."""
+    the first half of a :data:`PAIRS` pair (ALBERT's ``ffn`` beside ``ffn_output``) nor a
+    container, which is never called (MobileBERT's ``ffn``, a ModuleList of feed-forward
+    layers: those are blocks of their own), or None."""
     def first_half(f: str) -> bool:
         return any(read == f and _submodule(block, write) is not None for read, write in PAIRS)
 
     return next((f for f in FEED_FORWARD_NAMES
-                 if f in block._modules and not first_half(f)), None)
+                 if f in block._modules and not first_half(f)
+                 and not isinstance(block._modules[f], (nn.ModuleList, nn.ModuleDict))), None)
 
 
 def _default_hit(model: nn.Module, name: str) -> bool:
@@ -242,9 +247,10 @@ def find_target_modules(model: nn.Module, target_modules: str | Sequence[str] | 
     target_modules : str or sequence of str or None
         See :func:`matches_target`; ``None`` selects, in every block of an ``nn.ModuleList``
         (``"transformer.h.3"``, ``"model.layers.3"``), its feed-forward: the first of
-        :data:`FEED_FORWARD_NAMES` (``mlp``, ``feed_forward``, ``ffn``, ``block_sparse_moe``)
-        it has and, in blocks without one, the second module of a :data:`PAIRS` pair (OPT's
-        ``fc2``, BERT's ``output.dense``); in a model with a vision tower beside its language
+        :data:`FEED_FORWARD_NAMES` (``mlp``, ``feed_forward``, ``ffn``, ``block_sparse_moe``,
+        ``DenseReluDense``) it has (not a container such as MobileBERT's ``ffn`` list) and, in
+        blocks without one, the second module of a :data:`PAIRS` pair (OPT's ``fc2``, BERT's
+        ``output.dense``); in a model with a vision tower beside its language
         model (a separate text config: LLaVA, Qwen2-VL, Gemma 3), the language model's blocks
         only (its ``get_decoder()``).
 
@@ -547,7 +553,7 @@ def resolve_targets(model: nn.Module, config) -> list[Target]:
         Nested targets, a bad ``layers_to_skip`` entry, or no way to infer the width.
     """
     hf_config = getattr(model, "config", None)
-    if getattr(hf_config, "is_encoder_decoder", False):
+    if getattr(hf_config, "is_encoder_decoder", False) and _has_decoder_stack(model):
         raise AdapterConfigError(
             f"{type(model).__name__} is an encoder-decoder model: its `attention_mask` and KV "
             "cache belong to different streams, so the adapters' state cannot be kept right; "
@@ -593,6 +599,14 @@ def resolve_targets(model: nn.Module, config) -> list[Target]:
         targets.append(Target(name, source, _first_parameter(model.get_submodule(source))[1],
                               width))
     return targets
+
+
+def _has_decoder_stack(model: nn.Module) -> bool:
+    """Whether ``model`` holds a decoder stack (a module with children named ``decoder``):
+    the encoder-only classes of encoder-decoder families (``UMT5EncoderModel``) keep the
+    family's ``is_encoder_decoder=True`` but have none."""
+    return any(name.rpartition(".")[2] == "decoder" and next(m.children(), None) is not None
+               for name, m in model.named_modules())
 
 
 def _model_width(model: nn.Module) -> int | None:
