@@ -73,6 +73,10 @@ class ShiftedSolves:
         self.solver = splu_solver if solver is None else solver
         self.nilpotent = is_nilpotent_pattern(A)
         self.cache: dict[complex, object] = {}
+        #: Largest modulus among the Ritz values of ``A`` inside the unit circle that
+        #: :func:`auto_shifts` computed (0 for a nilpotent pattern; None before / without):
+        #: a lower estimate of the spectral radius, for the conditioning ``1 / (1 - rho^2)``.
+        self.ritz_radius: float | None = None
         self.t_factor: list[float] = []
         self.t_solve: list[float] = []  # seconds per right-hand-side column
 
@@ -227,6 +231,7 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
     """ADI shifts ``p`` (continuous side, Re p < 0) from Ritz values; see module notes."""
     n = A.shape[0]
     if solves.nilpotent:  # every eigenvalue is 0: Smith steps, exact after <= n
+        solves.ritz_radius = 0.0
         return np.array([SMITH])
     rng = np.random.default_rng(0)
     v0 = B @ np.ones(B.shape[1]) + 1e-3 * np.linalg.norm(B) / math.sqrt(n) * rng.standard_normal(n)
@@ -275,6 +280,9 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
         ritz_1 = mu1 + 1.0 / s1[nz]
         _check_ritz_stable(ritz_1, (norm_2 + abs(mu1)) * r1[nz] / np.abs(s1[nz]), margin)
         ritz = np.concatenate([ritz, ritz_1[np.abs(ritz_1) < 1.0]])
+    radius = float(np.max(np.abs(ritz)))
+    solves.ritz_radius = radius if solves.ritz_radius is None else max(solves.ritz_radius,
+                                                                        radius)
     F = cayley(ritz)
     F = F[np.real(F) < 0]
     p0 = cayley(1.0 / mu0)  # the shift whose LU already exists

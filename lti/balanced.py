@@ -273,7 +273,10 @@ def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
             "with a smaller `tol` resolves more)"
         )
     rule = check_rule(order, tol, rel_tol, k)
-    red = reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4)
+    # the conditioning 1 / (1 - rho^2) of the noise floor and the rounding term from the
+    # Ritz values of A (rho = 0 would let orders below the floor through, bounds broken)
+    red = reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4,
+                        rho=Fc.radius_estimate)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
     return replace(res, hsv=res.hsv[:k], error_bounds=res.error_bounds[: k + 1],
@@ -416,8 +419,11 @@ def balanced_truncation(
     ADI factors ``Zc``, ``Zo`` of :func:`lti.lowrank.lowrank_gramian_factors` (default
     tolerance 1e-10, then ADI cycles until the HSVs >= 1e-6 sigma_1 are estimated accurate
     to 1e-9; one sparse LU per shift, shared), the same projections give a dense
-    reduced system, and ``hsv`` holds the k = min(rank_c, rank_o) values resolved. What is
-    certified: the ADI residuals are positive semidefinite
+    reduced system, and ``hsv`` holds the k = min(rank_c, rank_o) values resolved. The
+    noise floor and the rounding term take the conditioning ``1 / (1 - rho^2)`` from the
+    largest Ritz value of ``A`` computed for the ADI shifts
+    (``lti.lowrank.LowRankFactor.radius_estimate``), as the dense path takes it from
+    the Schur form. What is certified: the ADI residuals are positive semidefinite
     (``A Pk A^T - Pk + B B^T = W W^T``), so ``Pk = Zc Zc^T <= P``, ``Qk <= Q`` and every
     computed HSV is a lower bound of the true one; hence ``lower_bound`` (``s_{r+1} <=
     sigma_{r+1}``) is certified for every reduced model of order r. ``error_bound``

@@ -193,6 +193,13 @@ class LowRankFactor:
     hsv_rel_error : float or None
         From :func:`lowrank_gramian_factors` with ``hsv_rtol``: the estimated relative
         error of the leading Hankel singular values of the pair (else ``None``).
+    radius_estimate : float or None
+        With ``shifts="auto"``: the largest modulus among the Ritz values of ``A`` inside
+        the unit circle computed for the shifts (0 for a nilpotent pattern), a lower
+        estimate of the spectral radius (accurate near 1, where the shift-invert Ritz
+        values converge first); :func:`lti.balanced_truncation` takes the conditioning
+        ``1 / (1 - rho^2)`` of its noise floor and rounding term from it. ``None`` for
+        user shifts.
     """
 
     Z: np.ndarray
@@ -203,6 +210,7 @@ class LowRankFactor:
     shifts: np.ndarray
     converged: bool
     hsv_rel_error: float | None = None
+    radius_estimate: float | None = None
 
     @property
     def rank(self) -> int:
@@ -438,7 +446,7 @@ def _pow2_scale(X: np.ndarray) -> float:
 
 
 def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None,
-            unscale: float = 1.0) -> LowRankFactor:
+            unscale: float = 1.0, radius: float | None = None) -> LowRankFactor:
     if W_res > tol:
         warnings.warn(
             f"low-rank ADI stopped after {it} steps at relative residual {W_res:.3g} > tol = "
@@ -462,6 +470,7 @@ def _finish(A, Z, B, transpose, W_res, it, P, tol, ctol, hsv_err=None,
     return LowRankFactor(
         Z=Z, residual=r, rel_residual=rel, adi_residual=W_res,
         iterations=it, shifts=mus, converged=W_res <= tol, hsv_rel_error=hsv_err,
+        radius_estimate=radius,
     )
 
 
@@ -570,7 +579,8 @@ def lowrank_gramian_factors(A, B, C, *, tol: float = 1e-10, shifts="auto",
     out = []
     for run, R, sr in zip(runs, (B, Ct), (sb, sc), strict=True):
         ctol = 0.05 * min(tol, run.res) if compress else None
-        out.append(_finish(A, run.Z, R, run.trans, run.res, run.it, P, tol, ctol, hsv_err, sr))
+        out.append(_finish(A, run.Z, R, run.trans, run.res, run.it, P, tol, ctol, hsv_err, sr,
+                           solves.ritz_radius))
     return tuple(out)
 
 
@@ -663,4 +673,4 @@ def lowrank_factor(A, B, *, transpose: bool = False, tol: float = 1e-10, shifts=
          if isinstance(shifts, str) else user_shifts(shifts))
     Z, _, it, res = _adi(solves, B, transpose, pair_shifts(P), tol, max_iter)
     return _finish(A, Z, B, transpose, res, it, P, tol, 0.05 * tol if compress else None,
-                   unscale=sb)
+                   unscale=sb, radius=solves.ritz_radius)
