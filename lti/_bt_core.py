@@ -292,11 +292,16 @@ class StableReduction:
 
 
 def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, match_dc, stacklevel,
-                   rho=None, exact_schur: bool = False) -> StableReduction:
+                   rho=None, exact_schur: bool = False,
+                   n_hsv: int | None = None) -> StableReduction:
     """Balanced truncation / SPA of a stable ``G`` with given Gramian factors
-    (`exact_schur`: see :func:`noise_floor`)."""
+    (`exact_schur`: see :func:`noise_floor`).
+
+    ``n_hsv``: the number of HSVs (default n); the sparse path passes the k resolved by its
+    low-rank factors, so that the noise floor and the rounding term count k computed values,
+    not n - k zeros standing for the unresolved tail (documented as not covered)."""
     A, B, C, D = G.A, G.B, G.C, G.D
-    n = A.shape[0]
+    n = A.shape[0] if n_hsv is None else n_hsv
     lead = None
     # (only for an explicit order the vectors of which it computes: the values alone are
     # half a dgesdd, wasted when dgesdd has to follow)

@@ -276,7 +276,7 @@ def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
     # the conditioning 1 / (1 - rho^2) of the noise floor and the rounding term from the
     # Ritz values of A (rho = 0 would let orders below the floor through, bounds broken)
     red = reduce_stable(G, Fc.Z, Fo.Z, rule, method, match_dc, stacklevel=4,
-                        rho=Fc.radius_estimate)
+                        rho=Fc.radius_estimate, n_hsv=k)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
     return replace(res, hsv=res.hsv[:k], error_bounds=res.error_bounds[: k + 1],
