@@ -15,6 +15,7 @@ and the error refer to the stable part (as in SLICOT AB09MD and MATLAB ``balred`
 from __future__ import annotations
 
 import numbers
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -279,7 +280,19 @@ def _sparse_balanced_truncation(G, order, tol, rel_tol, method, match_dc):
                         rho=Fc.radius_estimate, n_hsv=k)
     reduced = DiscreteLTI(red.A, red.B, red.C, red.D, G.dt)
     res = _finish(G, red, reduced, red.T, red.Ti, 0, match_dc, False)
-    return replace(res, hsv=res.hsv[:k], error_bounds=res.error_bounds[: k + 1],
+    bounds = res.error_bounds[: k + 1]
+    rho_r = reduced.spectral_radius() if reduced.n else 0.0
+    if not rho_r < 1.0:  # G is stable, G - G_r is not: no finite bound holds
+        warnings.warn(
+            f"the reduced model is not Schur-stable (spectral radius {rho_r!r}): the low-rank "
+            f"Gramian factors are too inaccurate (relative residuals {Fc.rel_residual:.3g}, "
+            f"{Fo.rel_residual:.3g}); error_bound is inf (pass shifts or raise max_iter in "
+            "lti.lowrank.lowrank_gramian_factors)", UserWarning, stacklevel=3)
+        bounds = bounds.copy()
+        bounds[res.order] = np.inf
+        bounds.setflags(write=False)
+    return replace(res, hsv=res.hsv[:k], error_bounds=bounds,
+                   error_bound=float(bounds[res.order]),
                    minimal_order=min(res.minimal_order, k),
                    factor_residuals=(Fc.rel_residual, Fo.rel_residual))
 
@@ -433,6 +446,9 @@ def balanced_truncation(
     most ``||W^T W|| sum_j ||A^j||^2``, i.e. ``||W^T W|| / (1 - rho^2)`` for normal ``A``)
     and ``Q - Qk`` control; the two relative residuals are therefore reported beside it in
     ``factor_residuals``. Check the error of the reduced model when a guarantee is needed.
+    Factors far from converged (a warning says so) can even give a reduced model with a pole
+    on or outside the unit circle; ``G - G_r`` is then unstable and ``error_bound`` is
+    ``inf``, with a warning.
 
     Unstable systems: the real Schur form is reordered so that the eigenvalues with
     ``|lambda| < 1`` come first and a Sylvester equation decouples

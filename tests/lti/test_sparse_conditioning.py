@@ -66,3 +66,34 @@ def test_orders_below_the_noise_floor_are_refused_and_the_bound_holds(order):
     Gr = res.reduced
     err = hinf_norm(Gd - DiscreteLTI(Gr.A, Gr.B, Gr.C, Gr.D)).value
     assert res.lower_bound <= err <= res.error_bound
+
+
+def _lightly_damped(n: int = 120) -> DiscreteLTI:
+    """60 rotations with moduli 1 - 10^[-4, -0.3] at angles in (0.1, 3): a spectrum that
+    few ADI shifts cannot cover (the Cayley images lie along the imaginary axis)."""
+    rng = np.random.default_rng(3)
+    th = rng.uniform(0.1, 3.0, n // 2)
+    r = 1.0 - np.geomspace(1e-4, 0.5, n // 2)
+    blocks = [rr * np.array([[np.cos(t), np.sin(t)], [-np.sin(t), np.cos(t)]])
+              for rr, t in zip(r, th, strict=True)]
+    return DiscreteLTI(sp.csr_matrix(sp.block_diag(blocks)), rng.standard_normal((n, 1)),
+                       rng.standard_normal((1, n)))
+
+
+def test_unstable_reduced_model_from_inaccurate_factors_gets_no_finite_bound(monkeypatch):
+    """Factors far from converged (40 ADI steps: residual ~0.5) can give a reduced model
+    with a pole outside the unit circle (spectral radius 1.0006 at order 10). G - G_r is
+    then unstable: error_bound was a finite 1e3-size number; it is inf, with a warning."""
+    import lti.balanced as lb
+
+    G = _lightly_damped()
+    monkeypatch.setattr(lb, "_sparse_factors",
+                        lambda S: lowrank_gramian_factors(S.A, S.B, S.C, max_iter=40))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        res = balanced_truncation(G, order=10)
+    assert res.reduced.spectral_radius() >= 1.0
+    assert any("not Schur-stable" in str(x.message) for x in w)
+    assert res.error_bound == np.inf and res.error_bounds[res.order] == np.inf
+    assert not res.error_bounds.flags.writeable
+    assert res.lower_bound <= res.hsv[10]  # the lower bound stays (any order-10 model)
