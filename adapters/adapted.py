@@ -227,7 +227,9 @@ class AdaptedMLP(nn.Module):
         Raises
         ------
         AdapterShapeError
-            The stream is neither 3-D nor a flattened (B·L, H) inside a model call.
+            The stream is neither 3-D nor a flattened (B·L, H) inside a model call, or it is
+            time-major, (L, B, H) inside a call of batch B (XLNet; with L = B this cannot be
+            told apart from (B, L, H)).
         """
         runtime = self._runtime
         shape = stream.shape
@@ -245,6 +247,16 @@ class AdaptedMLP(nn.Module):
                 f"the adapter at {self.adapter_name!r} needs a (B, L, H) stream; got shape "
                 f"{tuple(shape)}"
             )
+        elif runtime is not None:
+            batch = runtime.batch_size()
+            if batch is not None and shape[0] != batch and shape[1] == batch:
+                # time-major (L, B, H), e.g. XLNet's: the scan would run across the batch
+                raise AdapterShapeError(
+                    f"the adapter at {self.adapter_name!r} got a stream of shape {tuple(shape)} "
+                    f"in a call with batch {batch}: it looks time-major (L, B, H), while the "
+                    "adapter scans dimension 1 of a batch-first (B, L, H) stream, so its state "
+                    "would run across the batch; time-major models are not supported"
+                )
         dtype = self.adapter.gate.dtype
         u = stream if stream.dtype == dtype else stream.to(dtype)  # (B, L, H)
         y = runtime.branch(self, u) if runtime is not None else self.adapter(u)
