@@ -7,6 +7,7 @@ certified floor ``minimal_order`` respected, warnings where the request cannot b
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -48,11 +49,20 @@ def check_rule(order, tol, rel_tol, n: int) -> Rule:
         )
     if rel_tol is not None:
         if (isinstance(rel_tol, bool) or not isinstance(rel_tol, numbers.Real)
-                or not (np.isfinite(rel_tol) and 0.0 < rel_tol <= 1.0)):
+                or not (_finite(rel_tol) and 0.0 < rel_tol <= 1.0)):
             raise InvalidArgumentError(f"`rel_tol` must be a number in (0, 1]; got {rel_tol!r}")
         return Rule(rel_tol=float(rel_tol))
     order, tol = _check_order_tol(order, tol, n)
     return Rule(order=order, tol=tol)
+
+
+def _finite(x) -> bool:
+    """``math.isfinite`` for any real number: a Fraction (np.isfinite raised a bare
+    TypeError) or an int beyond the float range (False, not OverflowError)."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
@@ -64,7 +74,7 @@ def _check_order_tol(order, tol, n: int) -> tuple[int | None, float | None]:
                 f"`order` must be an integer in [0, n={n}]; got {int(order)}"
             )
         return int(order), None
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not np.isfinite(tol):
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not _finite(tol):
         raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")
     if not tol > 0:
         raise InvalidArgumentError(f"`tol` must be a positive finite number; got {tol!r}")

@@ -149,6 +149,12 @@ def _check_method(method) -> str:
     return method
 
 
+def _check_match_dc(match_dc) -> bool:
+    if not isinstance(match_dc, bool | np.bool_):  # ("yes" or 1 read as True before)
+        raise InvalidArgumentError(f"`match_dc` must be a bool; got {match_dc!r}")
+    return bool(match_dc)
+
+
 def _check_factor(name: str, L, n: int) -> np.ndarray:
     L = as_float_matrix(name, L)
     if L.shape[0] != n:
@@ -470,6 +476,7 @@ def balanced_truncation(
     True
     """
     method = _check_method(method)
+    match_dc = _check_match_dc(match_dc)
     was_control = is_control_system(sys)
     G = as_discrete_system(sys)
     if is_sparse(G.A):  # through low-rank ADI factors, dense reduced system
@@ -600,6 +607,7 @@ def balanced_truncation_from_factors(
     True
     """
     method = _check_method(method)
+    match_dc = _check_match_dc(match_dc)
     was_control = is_control_system(sys)
     G = as_discrete_system(sys)
     Lc = _check_factor("Lc", Lc, G.n)

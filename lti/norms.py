@@ -278,7 +278,7 @@ class HinfNorm(tuple):
 
 def _check_tol(tol) -> float:
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (
-        np.isfinite(tol) and 0.0 < tol < 1e-2
+        0.0 < tol < 1e-2  # (compared first: a Fraction or a huge int, no np.isfinite)
     ):
         raise InvalidArgumentError(f"`tol` must be a number in (0, 0.01); got {tol!r}")
     return max(float(tol), 10.0 * _EPS)

@@ -283,3 +283,30 @@ def test_copies_are_read_only_with_fresh_caches(how):
         with pytest.raises(ValueError, match="read-only"):
             X[0, 0] = 1.0
     np.testing.assert_array_equal(H.frequency_response([0.3]), G.frequency_response([0.3]))
+
+
+# ------------------------------------------------------------------ argument types
+
+
+@pytest.mark.filterwarnings("ignore:no order below:UserWarning")  # (tol 1/2: full order)
+def test_fraction_tolerances_and_typed_refusals():
+    from fractions import Fraction
+
+    from lti import hinf_norm
+    from lti.exceptions import InvalidArgumentError
+
+    A, B, C, D = _abc()
+    G = DiscreteLTI(A, B, C, D)
+    # numbers.Real values: np.isfinite raised a bare TypeError on a Fraction
+    assert balanced_truncation(G, tol=Fraction(1, 2)).order == balanced_truncation(
+        G, tol=0.5).order
+    assert balanced_truncation(G, rel_tol=Fraction(1, 10)).order == balanced_truncation(
+        G, rel_tol=0.1).order
+    assert hinf_norm(G, tol=Fraction(1, 10**6)).value == hinf_norm(G, tol=1e-6).value
+    for bad in (10**400, -(10**400)):
+        with pytest.raises(InvalidArgumentError, match="`tol`"):
+            balanced_truncation(G, tol=bad)
+    for bad in ("yes", 1, None):  # "yes" and 1 were read as True
+        with pytest.raises(InvalidArgumentError, match="`match_dc` must be a bool"):
+            balanced_truncation(G, order=2, match_dc=bad)
+    assert balanced_truncation(G, order=2, match_dc=np.True_).match_dc
