@@ -3,6 +3,7 @@ scipy.signal), and the sampling-time rule, for :mod:`lti.system`."""
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -20,7 +21,10 @@ def check_dt(dt, name: str = "dt", *, allow_true: bool = True):
         raise InvalidArgumentError(
             f"`{name}` must be True or a positive number; got {dt!r}"
         )
-    dt = float(dt)
+    try:
+        dt = float(dt)
+    except OverflowError:  # an int beyond the float range
+        dt = math.inf
     if not (np.isfinite(dt) and dt > 0):
         raise InvalidArgumentError(f"`{name}` must be True or a positive number; got {dt!r}")
     return dt

@@ -24,6 +24,7 @@ module validates the input, chooses the method and re-exports the Schur form.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -541,13 +542,15 @@ def psd_factor(X, *, rtol: float | None = None) -> np.ndarray:
     Xm = as_float_matrix("X", X, allow_complex=True)
     n = check_square("X", Xm)
     check_symmetric("X", Xm)
-    if n == 0:
-        return np.zeros((0, 0), dtype=Xm.dtype)
     eps = np.finfo(np.float64).eps
     if rtol is None:
         rtol = n * eps
-    if not (np.isfinite(rtol) and rtol >= 0):
+    if (isinstance(rtol, bool) or not isinstance(rtol, numbers.Real)
+            or not (0 <= rtol < math.inf)):  # (compared as numbers: no bare TypeError)
         raise InvalidArgumentError(f"`rtol` must be a non-negative number; got {rtol!r}")
+    rtol = float(rtol) if rtol < 1e300 else math.inf  # (an int beyond the float range)
+    if n == 0:
+        return np.zeros((0, 0), dtype=Xm.dtype)
     w, V = np.linalg.eigh(symmetrize_(Xm))
     top = max(float(w[-1]), 0.0)
     if w[0] < -np.sqrt(eps) * top:

@@ -310,3 +310,23 @@ def test_fraction_tolerances_and_typed_refusals():
         with pytest.raises(InvalidArgumentError, match="`match_dc` must be a bool"):
             balanced_truncation(G, order=2, match_dc=bad)
     assert balanced_truncation(G, order=2, match_dc=np.True_).match_dc
+
+
+def test_psd_factor_rtol_and_dt_refusals_are_typed():
+    from fractions import Fraction
+
+    from lti import psd_factor
+    from lti.exceptions import InvalidArgumentError
+
+    X = np.diag([1.0, 1e-13, 0.0])
+    assert psd_factor(X, rtol=Fraction(1, 10**12)).shape == (3, 1)  # was a bare TypeError
+    assert psd_factor(X, rtol=10**400).shape == (3, 0)
+    for bad in ("a", np.nan, -1, True, [1e-3]):
+        with pytest.raises(InvalidArgumentError, match="`rtol`"):
+            psd_factor(X, rtol=bad)
+    with pytest.raises(InvalidArgumentError, match="`rtol`"):
+        psd_factor(np.zeros((0, 0)), rtol="a")  # checked for n = 0 too
+    A, B, C, _ = _abc()
+    with pytest.raises(InvalidArgumentError, match="`dt` must be True or a positive"):
+        DiscreteLTI(A, B, C, dt=10**400)  # was OverflowError
+    assert DiscreteLTI(A, B, C, dt=Fraction(1, 4)).dt == 0.25
