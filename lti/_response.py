@@ -28,6 +28,10 @@ def diagonal_response(a: np.ndarray, B: np.ndarray, C: np.ndarray, D: np.ndarray
     return _at_poles(G, pole)
 
 
+#: Most complex entries ``n k m`` of one work array of the refined frequency response.
+REFINE_CHUNK = 2**21  # 32 MiB
+
+
 def schur_response(T: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, D: np.ndarray,
                    z: np.ndarray, refine: tuple | None = None) -> np.ndarray:
     """``Ct (zI - T)^{-1} Bt + D`` for upper triangular ``T`` (n, n), (k, p, m).
@@ -41,9 +45,15 @@ def schur_response(T: np.ndarray, Bt: np.ndarray, Ct: np.ndarray, D: np.ndarray,
     below that of SLICOT TB05AD's Hessenberg evaluation (against 40-digit references:
     ``benchmarks/results/freq_accuracy.md``), at about four times the cost of the
     unrefined evaluation (all of it BLAS products over the k m right-hand sides).
-    Frequencies whose correction is not finite keep the unrefined value.
+    Frequencies whose correction is not finite keep the unrefined value. The refined
+    evaluation runs over chunks of frequencies of at most ``REFINE_CHUNK`` complex entries
+    ``n k m`` per work array (a few such arrays are alive at once).
     """
     n, k, m = T.shape[0], z.size, Bt.shape[1]
+    k_max = max(1, REFINE_CHUNK // max(n * m, 1))
+    if refine is not None and k > k_max:
+        return np.concatenate([schur_response(T, Bt, Ct, D, z[j : j + k_max], refine)
+                               for j in range(0, k, k_max)])
     d = np.diag(T)
     pole = z[:, None] == d[None, :]  # (k, n): zI - T exactly singular
     if pole.any():

@@ -330,3 +330,17 @@ def test_psd_factor_rtol_and_dt_refusals_are_typed():
     with pytest.raises(InvalidArgumentError, match="`dt` must be True or a positive"):
         DiscreteLTI(A, B, C, dt=10**400)  # was OverflowError
     assert DiscreteLTI(A, B, C, dt=Fraction(1, 4)).dt == 0.25
+
+
+def test_refined_frequency_response_in_chunks_equals_one_pass(monkeypatch):
+    import lti._response as resp
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((9, 9))
+    A *= 0.9 / np.max(np.abs(np.linalg.eigvals(A)))
+    G = DiscreteLTI(A, rng.standard_normal((9, 2)), rng.standard_normal((3, 9)))
+    w = np.linspace(0.0, np.pi, 37)
+    whole = G.frequency_response(w)
+    monkeypatch.setattr(resp, "REFINE_CHUNK", 9 * 2 * 5)  # 5 frequencies per chunk
+    np.testing.assert_allclose(G.frequency_response(w), whole, rtol=1e-14, atol=0)
+    assert G.frequency_response(w[:0]).shape == (0, 3, 2)
