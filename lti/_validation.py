@@ -59,7 +59,8 @@ def _as_array(name: str, X, *, allow_complex: bool, copy: bool = True) -> np.nda
     try:
         arr = np.asarray(X)
     except Exception as exc:  # ragged lists and the like
-        raise ShapeError(f"`{name}` must be array-like; got {type(X).__name__}") from exc
+        raise ShapeError(  # (numpy's reason: a ragged list, a tensor that requires grad)
+            f"`{name}` must be array-like; got {type(X).__name__} ({exc})") from exc
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):

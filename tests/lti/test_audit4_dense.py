@@ -344,3 +344,18 @@ def test_refined_frequency_response_in_chunks_equals_one_pass(monkeypatch):
     monkeypatch.setattr(resp, "REFINE_CHUNK", 9 * 2 * 5)  # 5 frequencies per chunk
     np.testing.assert_allclose(G.frequency_response(w), whole, rtol=1e-14, atol=0)
     assert G.frequency_response(w[:0]).shape == (0, 3, 2)
+
+
+def test_not_an_array_says_why():
+    """A tensor that requires grad (numpy() refuses it) and a ragged list were reported as
+    'must be array-like; got Tensor' without numpy's reason."""
+    from lti.exceptions import ShapeError
+
+    class GradTensor:  # what a torch tensor with requires_grad=True does in np.asarray
+        def __array__(self, dtype=None, copy=None):
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+
+    with pytest.raises(ShapeError, match=r"got GradTensor \(Can't call numpy\(\) on Tensor"):
+        DiscreteLTI(GradTensor(), [[1.0]], [[1.0]])
+    with pytest.raises(ShapeError, match="`A` must be array-like; got list .*inhomogeneous"):
+        DiscreteLTI([[0.5, 1.0], [1.0]], [[1.0]], [[1.0]])
