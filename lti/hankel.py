@@ -97,8 +97,9 @@ class HankelNormApproximation:
     multiplicity : int
         Multiplicity k of :math:`\\sigma_{r+1}` (0 when ``order == minimal_order``).
     minimal_order : int
-        Number of HSVs above the rounding floor ``n eps ||Lc||_2 ||Lo||_2``: the order of
-        the minimal balanced realisation the construction starts from.
+        Number of HSVs above the rounding floor ``n eps ||Lc||_2 ||Lo||_2 / (1 - rho^2)``
+        (``rho`` the spectral radius): the order of the minimal balanced realisation the
+        construction starts from.
     measured_error : float or None
         :math:`\\|G - G_r\\|_\\infty` measured by :func:`lti.hinf_norm` (raised by its
         estimated accuracy) when HSVs from :math:`\\sigma_r` on are closer than
@@ -260,10 +261,12 @@ class _Balanced:
     kappa: float  # ||T||_2 ||Ti||_2 of the balancing projection (>= 1)
 
 
-def _balanced_continuous(G: DiscreteLTI) -> _Balanced:
+def _balanced_continuous(G: DiscreteLTI, rho: float = 0.0) -> _Balanced:
     """Minimal balanced realisation of ``G`` (square-root method on its Gramian factors),
     then its Cayley map (balancing first keeps the map's rounding relative to a balanced,
-    well-scaled realisation; non-normal ``A`` would amplify it otherwise)."""
+    well-scaled realisation; non-normal ``A`` would amplify it otherwise). HSVs at or below
+    ``n eps ||Lc|| ||Lo|| / (1 - rho^2)`` (`rho` the spectral radius: the conditioning of
+    the Stein equations, as in balanced truncation's floor) are dropped."""
     n = G.n
     if n == 0:
         return _Balanced(np.zeros((0, 0)), np.zeros((0, G.m)), np.zeros((G.p, 0)),
@@ -273,6 +276,7 @@ def _balanced_continuous(G: DiscreteLTI) -> _Balanced:
     hsv = np.zeros(n)
     hsv[: min(s.size, n)] = s[:n]
     floor = n * _EPS * np.linalg.norm(Lc, 2) * np.linalg.norm(Lo, 2)
+    floor /= max(1.0 - rho * rho, _EPS)
     nmin = int(np.count_nonzero(hsv > floor))
     d = 1.0 / np.sqrt(s[:nmin])
     T = (Lc @ Vt[:nmin].T) * d  # (n, nmin)
@@ -571,11 +575,15 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
     (``tests/lti/test_hankel_multiplicity.py``).
     ``order = 0`` gives the constant :math:`D_0` (``G_r`` has no states).
 
-    *Rounding.* HSVs at or below ``n eps ||Lc||_2 ||Lo||_2`` are treated as zero (their
-    states dropped before the construction; twice their sum, the balanced-truncation bound
-    of what was dropped, enters ``rounding_term``); HSVs within ``TIE_RTOL`` relative are
-    one multiple value (the defect :math:`\\|B_2 + C_2^{\\mathsf T} U\\|_2` enters
-    ``rounding_term``, scaled by :math:`2\\sqrt{\\sigma_1/\\sigma}`). A further
+    *Rounding.* HSVs at or below ``n eps ||Lc||_2 ||Lo||_2 / (1 - rho^2)`` are treated as
+    zero (``rho`` the spectral radius: the conditioning of the Stein equations, as in
+    :func:`lti.balanced_truncation`'s floor; without it a 2-state system with poles at
+    -0.99976 and -0.99012 and HSVs 64.8 and 5.1e-11 made Glover's construction fail at order
+    0); their states are dropped before the construction (twice their sum, the
+    balanced-truncation bound of what was dropped, enters ``rounding_term``); HSVs within
+    ``TIE_RTOL`` relative are one multiple value (the defect
+    :math:`\\|B_2 + C_2^{\\mathsf T} U\\|_2` enters ``rounding_term``, scaled by
+    :math:`2\\sqrt{\\sigma_1/\\sigma}`). A further
     ``ROUNDING_FACTOR * n * eps * (||D||_2 + 2 sum sigma_i)`` (a bound of
     :math:`\\|G\\|_\\infty` times the usual backward-error size) is added for the
     floating-point error of the maps and formulas, multiplied by the condition number
@@ -634,7 +642,7 @@ def hankel_norm_approximation(sys, *, order) -> HankelNormApproximation:
             + unstable_message("`sys.A`", rho, margin)
         )
     G, (sb, sc) = _normalised(G)  # G / (sb sc): the construction is homogeneous in G
-    bal = _balanced_continuous(G)
+    bal = _balanced_continuous(G, rho)
     hsv, nmin = bal.hsv, bal.nmin
     s = hsv[:nmin]
     scale = float(np.linalg.norm(G.D, 2)) if G.D.size else 0.0

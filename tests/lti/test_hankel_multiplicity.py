@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 import scipy.linalg as sla
 
 from lti import DiscreteLTI, hankel_norm_approximation, hinf_norm
@@ -64,3 +65,24 @@ def test_simple_tail_bound_is_still_the_distinct_tail():
         res = hankel_norm_approximation(G, order=r)
         assert res.error_bound == res.tail + res.rounding_term
         assert res.lower_bound <= hinf_norm(G - res.reduced).value <= res.error_bound
+
+
+def test_hsv_below_the_conditioned_floor_does_not_break_order_0():
+    """Drawn by lti.testing.strategies (near_unit_circle): poles -0.99976 and -0.99012,
+    HSVs 64.8 and 5.1e-11 (8e-13 relative, below n eps / (1 - rho^2) = 9e-13). The floor
+    without the conditioning kept the second; the mirror's one state then came out on the
+    wrong side of the axis and every tie tolerance failed with SolverError at order 0."""
+    A = np.array([[-0.995645029382284, -0.00476459023493791],
+                  [-0.00476459023493797, -0.9942375348431634]])
+    B = np.array([[-0.05763138939776474, 2.79464528836964],
+                  [-0.7984348266746596, 1.0164597640795625]])
+    C = np.array([[-0.6939705568382414, 0.8040016402382409]])
+    D = np.array([[1.6118038531320131, 0.8177558288820161]])
+    G = DiscreteLTI(A, B, C, D)
+    res = hankel_norm_approximation(G, order=0)
+    assert res.order == res.reduced.n == 0 and res.minimal_order == 1
+    err = _sweep(G - res.reduced)
+    assert res.lower_bound <= err * (1 + 1e-9) and err <= res.error_bound
+    with pytest.warns(UserWarning, match="only 1 Hankel singular values exceed"):
+        full = hankel_norm_approximation(G, order=2)
+    assert full.order == 1 and _sweep(G - full.reduced) <= full.error_bound
