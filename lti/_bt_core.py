@@ -242,8 +242,8 @@ def noise_floor(hsv, Lc, Lo, rho, exact_schur: bool = False) -> float:
     """HSVs at or below this level are not certified (see balanced_truncation, Notes).
 
     ``n eps max(sigma_1, ||Lc||_2 ||Lo||_2) / (1 - rho^2)``; with `exact_schur` (the
-    factors come from Hammarling's method on ``A`` itself, an upper quasi-triangular ``A``
-    whose Schur form is exact) ``n eps sigma_1 / (1 - rho^2)``: the ``||Lc|| ||Lo||`` term
+    factors come from Hammarling's method on an exact Schur form, ``Z`` a signed
+    permutation: a triangular ``A``) ``n eps sigma_1 / (1 - rho^2)``: the ``||Lc|| ||Lo||`` term
     covers the Schur decomposition's backward error acting on a non-normal ``A``, which is
     then absent (a chain of 8 lags ``1 / (z - 0.99)``, superdiagonal 1: ``||Lc|| ||Lo||``
     over 1e13 sigma_1 put every HSV below the floor, order 0 for any order asked, although

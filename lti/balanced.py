@@ -428,8 +428,9 @@ def balanced_truncation(
     ``sigma_1`` and ``rho`` is not close to 1, and ours is larger (it drops HSVs AB09AD
     keeps) for strongly non-normal ``A``, where the smaller HSVs are not accurate: the
     issue-14 family broke the bound by 3e6x with AB09AD's floor. For an upper
-    quasi-triangular ``A`` in standard form (Jordan chains, bidiagonal and triangular
-    systems) the Schur form is ``A`` itself, with no decomposition error: there the floor is
+    quasi-triangular ``A`` in standard form, or a lower triangular one (Jordan chains,
+    bidiagonal and triangular systems), the Schur form is exact (``Z`` a signed
+    permutation), with no decomposition error: there the floor is
     ``n_s eps sigma_1 / (1 - rho^2)`` and the Schur part of ``rounding_term`` is 0 (a chain
     of 8 lags ``1 / (z - 0.99)`` with unit coupling had ``||Lc|| ||Lo|| > 1e13 sigma_1``
     and kept no state at any order asked; measured: ``benchmarks/results/triangular_floor.md``).
@@ -496,14 +497,14 @@ def balanced_truncation(
         # (T, Z^T B, C Z), where the factors are triangular, and mapped back with Z
         S = F.schur
         Gw = G if S is None else Realisation(S.T, *F.schur_BC, G.D)  # (Z^T B, C Z: F's)
-        exact = S is not None and _exact_schur(S, G.A)  # T = A, Z = I: no Schur rounding
+        exact = S is not None and _exact_schur(S, G.A)  # Z a permutation: no Schur rounding
         red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho,
                             exact_schur=exact)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
         reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths,
-        # nor when it is exact: an upper quasi-triangular A comes back as T = A, Z = I)
+        # nor when it is exact: a (permuted) quasi-triangular A, Z a signed permutation)
         extra = 0.0 if S is None or exact else schur_rounding(
             S.T, Gw.B, Gw.C, ROUNDING_FACTOR, S.complex_triangle, S.eigenvalues)  # (lazy)
         return _finish(G, red, reduced, T, Ti, 0, match_dc, was_control, extra=extra)
@@ -533,16 +534,20 @@ def balanced_truncation(
 
 
 def _exact_schur(S: SchurForm, A: np.ndarray) -> bool:
-    """Whether the Schur form is ``A`` itself, ``T = A`` and ``Z = I`` bit for bit (LAPACK
-    returns an upper quasi-triangular ``A`` in standard form unchanged: Jordan blocks,
-    bidiagonal and triangular systems): then it has no backward error and ``Z^T B = B``,
-    ``C Z = C`` exactly. (A nonzero bottom-left entry answers no for dense ``A`` at once.)"""
+    """Whether the real Schur form is exact: ``Z`` a signed permutation and ``Z T Z^T = A``
+    bit for bit (LAPACK returns an upper quasi-triangular ``A`` in standard form unchanged and
+    reorders a lower triangular one: Jordan chains, bidiagonal and triangular systems in
+    either state order). Products with such a ``Z`` are exact, so the decomposition has no
+    backward error and ``Z^T B``, ``C Z`` are exact too. (A dense ``Z`` answers no from its
+    first column.)"""
     n = A.shape[0]
-    if n > 2 and A[n - 1, 0] != 0.0:
-        return False
     Z = S.Z
-    return bool(np.array_equal(S.T, A) and np.count_nonzero(Z) == n
-                and (Z.diagonal() == 1.0).all())
+    if n == 0 or np.count_nonzero(Z[:, 0]) != 1:
+        return n == 0
+    nz = Z[Z != 0.0]
+    if nz.size != n or not (np.abs(nz) == 1.0).all():
+        return False
+    return bool(np.array_equal((Z @ S.T) @ Z.T, A))
 
 
 def balanced_truncation_from_factors(

@@ -236,7 +236,27 @@ def test_exact_schur_is_recognised_only_for_quasi_triangular_a():
     A = rng.standard_normal((6, 6)) * 0.2
     assert not _exact_schur(real_schur(A), A)
     P = np.eye(8)[::-1]
-    assert not _exact_schur(real_schur(P @ J @ P), P @ J @ P)  # lower triangular: reordered
+    assert _exact_schur(real_schur(P @ J @ P), P @ J @ P)  # lower triangular: Z a permutation
+    Q = np.linalg.qr(rng.standard_normal((8, 8)))[0]
+    assert not _exact_schur(real_schur(Q @ J @ Q.T), Q @ J @ Q.T)  # rotated: rounding
+
+
+def test_lower_triangular_jordan_chain_keeps_the_order_asked():
+    """The same chain in reversed state order (lower bidiagonal, B = e_1, C = e_n): dgees
+    returns a permutation as Schur vectors, exact as well; it came back at order 0 too."""
+    from lti import hinf_norm
+
+    G = _jordan_chain()
+    P = np.eye(8)[::-1]
+    H = G.similarity(P)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = balanced_truncation(H, order=4)
+    ref = balanced_truncation(G, order=4)
+    assert res.order == 4 and res.minimal_order == 8
+    np.testing.assert_allclose(res.hsv, ref.hsv, rtol=1e-12)
+    err = hinf_norm(H - res.reduced).value
+    assert res.lower_bound <= err <= res.error_bound
 
 
 # ------------------------------------------ finite-horizon Gramians of unstable systems
