@@ -1,18 +1,20 @@
-"""Balanced truncation of upper (quasi-)triangular systems: the HSV noise floor without the
+"""Balanced truncation of triangular systems: the HSV noise floor without the
 ``||Lc|| ||Lo||`` term, checked against the measured error.
 
 When ``A`` is upper quasi-triangular in standard form, its real Schur form is ``A`` itself
-(``T = A``, ``Z = I`` bit for bit), so no decomposition error acts on the HSVs and
+(``T = A``, ``Z = I`` bit for bit), and for a lower triangular one LAPACK returns a
+permutation as ``Z``: exact either way, so no decomposition error acts on the HSVs and
 :func:`lti.balanced_truncation` uses the floor ``n eps sigma_1 / (1 - rho^2)`` instead of
 ``n eps max(sigma_1, ||Lc|| ||Lo||) / (1 - rho^2)`` (and no Schur rounding term). This
 script reduces 100 random such systems (5 families: Jordan chains ``lam I + c N`` with
 random input/output, Jordan chains with ``c = 1`` and input at the end / output at the
 start, strictly upper triangular parts of size 1..15 over random or repeated eigenvalues)
-at about five orders each, measures ``||G - G_r||_inf`` with :func:`lti.hinf_norm`, and
+at about five orders each, in the given state order and reversed (lower triangular),
+measures ``||G - G_r||_inf`` with :func:`lti.hinf_norm`, and
 counts violations of ``lower_bound <= err <= error_bound`` (relative slack 1e-6 for the
 measurement), and how many requests the old floor would have capped below the order asked.
 
-Usage: ``python benchmarks/triangular_floor.py`` (about a minute, one core) writes
+Usage: ``python benchmarks/triangular_floor.py`` (under a minute, one core) writes
 ``benchmarks/results/triangular_floor.md``. BLAS runs on one thread (threadpoolctl).
 """
 
@@ -55,6 +57,23 @@ def system(i: int, rng):
     return kind, A, rng.standard_normal((n, m)), rng.standard_normal((p, n))
 
 
+def _reduce(G, st) -> None:
+    n = G.n
+    F = stable_gramian_factors(G, in_schur_basis=True)
+    hsv = hsv_svd(F.Lc, F.Lo, n)[0]
+    old_min = int(np.count_nonzero(hsv > noise_floor(hsv, F.Lc, F.Lo, F.rho)))
+    for r in range(0, n + 1, max(1, n // 5)):
+        res = lti.balanced_truncation(G, order=r)
+        err = lti.hinf_norm(G - res.reduced).value
+        st["cases"] += 1
+        st["capped_old"] += int(r > old_min and F.path == "schur")
+        slack = 1.0 + 1e-6
+        if not (res.lower_bound <= err * slack and err <= res.error_bound * slack):
+            st["viol"] += 1
+        if res.error_bound > 0:
+            st["worst"] = max(st["worst"], err / res.error_bound)
+
+
 def main() -> None:
     rng = np.random.default_rng(1)
     stats = {k: {"cases": 0, "viol": 0, "worst": 0.0, "capped_old": 0} for k in KINDS}
@@ -62,28 +81,15 @@ def main() -> None:
         warnings.simplefilter("ignore")
         for i in range(100):
             kind, A, B, C = system(i, rng)
-            G = lti.DiscreteLTI(A, B, C)
-            n = A.shape[0]
-            F = stable_gramian_factors(G, in_schur_basis=True)
-            hsv = hsv_svd(F.Lc, F.Lo, n)[0]
-            old_min = int(np.count_nonzero(hsv > noise_floor(hsv, F.Lc, F.Lo, F.rho)))
-            st = stats[KINDS[kind]]
-            for r in range(0, n + 1, max(1, n // 5)):
-                res = lti.balanced_truncation(G, order=r)
-                err = lti.hinf_norm(G - res.reduced).value
-                st["cases"] += 1
-                st["capped_old"] += int(r > old_min and F.path == "schur")
-                slack = 1.0 + 1e-6
-                if not (res.lower_bound <= err * slack and err <= res.error_bound * slack):
-                    st["viol"] += 1
-                if res.error_bound > 0:
-                    st["worst"] = max(st["worst"], err / res.error_bound)
+            for G in (lti.DiscreteLTI(A, B, C),
+                      lti.DiscreteLTI(A[::-1, ::-1], B[::-1], C[:, ::-1])):  # reversed
+                _reduce(G, stats[KINDS[kind]])
     rows = [f"| {k} | {v['cases']} | {v['viol']} | {v['worst']:.3f} | {v['capped_old']} |"
             for k, v in stats.items()]
     total = sum(v["cases"] for v in stats.values())
     viol = sum(v["viol"] for v in stats.values())
     text = "\n".join([
-        "# BT of upper (quasi-)triangular systems: floor n eps sigma_1 / (1 - rho^2)",
+        "# BT of triangular systems (upper; reversed: lower): floor n eps sigma_1 / (1 - rho^2)",
         "",
         f"`python benchmarks/triangular_floor.py`; {git_revision()}; numpy {np.__version__}; "
         "one BLAS thread.",
