@@ -141,6 +141,14 @@ def _propagate(A: np.ndarray, B: np.ndarray, U: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- accumulator
 
 
+def _largest_difference(a, b) -> float:
+    """``max |a.A - b.A|, |a.B - b.B|`` of two accumulators (inf for different shapes)."""
+    if a._A.shape != b._A.shape or a._B.shape != b._B.shape:
+        return float("inf")
+    return float(max(np.max(np.abs(a._A - b._A), initial=0.0),
+                     np.max(np.abs(a._B - b._B), initial=0.0)))
+
+
 def _neumaier_add(total: np.ndarray, comp: np.ndarray, x: np.ndarray) -> None:
     """In place ``total + comp += x`` with Neumaier's compensated summation."""
     t = total + x
@@ -306,12 +314,22 @@ class StateCovarianceAccumulator:
         Parameters
         ----------
         other : StateCovarianceAccumulator
-            Same state dimension, same `horizon` and `burn_in`.
+            Same state dimension, same `horizon` and `burn_in`; when both were made with
+            ``(A, B)``, the same ``A`` and ``B`` (states of different systems do not add up
+            to one Gramian). A states-only operand merges with either.
 
         Returns
         -------
         StateCovarianceAccumulator
-            Fresh object; neither operand is modified.
+            Fresh object (with the ``(A, B)`` of an operand that has them); neither operand
+            is modified.
+
+        Raises
+        ------
+        InvalidArgumentError
+            `other` is not an accumulator.
+        ShapeError
+            Different ``n``, `horizon`, `burn_in`, or ``A`` / ``B``.
         """
         if not isinstance(other, StateCovarianceAccumulator):
             raise InvalidArgumentError(
@@ -323,7 +341,17 @@ class StateCovarianceAccumulator:
                 f"{(self.n, self.horizon, self.burn_in)} and "
                 f"{(other.n, other.horizon, other.burn_in)}"
             )
+        if (self._A is not None and other._A is not None
+                and not (np.array_equal(self._A, other._A)
+                         and np.array_equal(self._B, other._B))):
+            raise ShapeError(
+                "cannot merge accumulators of different systems: `A` or `B` differ (largest "
+                f"entry difference {_largest_difference(self, other):.3g}); the states of "
+                "different (A, B) do not add up to one Gramian"
+            )
         out = self._empty_like()
+        if out._A is None:
+            out._A, out._B = other._A, other._B
         for acc in (self, other):
             if np.iscomplexobj(acc._s2):
                 out._promote()
