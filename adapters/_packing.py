@@ -19,10 +19,12 @@ Shapes: B batch, L length, H width, N states.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import nn
 
-__all__ = ["packed_starts", "restarted"]
+__all__ = ["mask_starts", "packed_starts", "restarted"]
 
 
 def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor | None:
@@ -61,6 +63,59 @@ def packed_starts(position_ids, batch: int | None, length: int) -> torch.Tensor 
         # restart runs anyway: with no new sequence it changes nothing)
     t = torch.arange(length, device=pos.device).expand(batch, -1)
     return torch.cummax(torch.where(new, t, torch.zeros_like(t)), dim=1).values
+
+
+def mask_starts(mask, length: int, batch: int | None) -> torch.Tensor | None:
+    """Packed sequences' starts read off a custom 4-D attention mask, shape (B, L), or None.
+
+    Packing with a block-diagonal mask ``(B or 1, heads or 1, L, L)`` (True or 0 = attend)
+    instead of restarting ``position_ids`` alone: the base model keeps the sequences apart as
+    the mask says, so the adapters do too. A sequence starts at each real query ``i`` (its own
+    key slot attended) that does not attend key ``i - 1`` although ``i - 1`` is a real token;
+    the first real token after padding is no start (the padding fed no state), so a causal,
+    sliding-window or padded mask gives None.
+
+    Parameters
+    ----------
+    mask : torch.Tensor or mapping
+        The model call's ``attention_mask`` (a mapping of such masks: its ``full_attention``).
+    length : int
+        L, the queries of the call (no cache: keys are the same L positions).
+    batch : int or None
+        B (a broadcast batch dimension of 1 is expanded to it).
+
+    Returns
+    -------
+    torch.Tensor or None
+        int64 ``t0[b, t]`` as :func:`packed_starts`; None for other layouts or no start.
+
+    Examples
+    --------
+    >>> seg = torch.tensor([0, 0, 0, 1, 1])
+    >>> block = (seg[:, None] == seg[None, :]) & torch.ones(5, 5, dtype=torch.bool).tril()
+    >>> mask_starts(block[None, None], 5, 1).tolist()
+    [[0, 0, 0, 3, 3]]
+    >>> mask_starts(torch.ones(5, 5, dtype=torch.bool).tril()[None, None], 5, 1) is None
+    True
+    """
+    if isinstance(mask, Mapping):
+        mask = mask.get("full_attention", next(iter(mask.values()), None))
+    if (not isinstance(mask, torch.Tensor) or mask.dim() != 4 or length < 2 or batch is None
+            or mask.shape[-2] != length or mask.shape[-1] != length
+            or mask.shape[0] not in (1, batch)
+            or not (mask.dtype == torch.bool or mask.is_floating_point())):
+        return None
+    allowed = mask[:, 0] if mask.dtype == torch.bool else mask[:, 0] == 0  # (B or 1, L, L)
+    i = torch.arange(length, device=mask.device)
+    real = allowed[:, i, i]  # (B or 1, L): each query's own key slot
+    sees_prev = allowed[:, i[1:], i[1:] - 1]  # (B or 1, L - 1)
+    new = torch.zeros_like(real)
+    new[:, 1:] = real[:, 1:] & real[:, :-1] & ~sees_prev
+    if not torch.compiler.is_compiling() and not bool(new.any()):
+        return None  # (a host sync, as in packed_starts)
+    t = i.expand(new.shape[0], -1)
+    starts = torch.cummax(torch.where(new, t, torch.zeros_like(t)), dim=1).values
+    return starts.expand(batch, -1)
 
 
 def restarted(ssm: nn.Module, s: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:

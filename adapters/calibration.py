@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from adapters._masks import token_mask
 from adapters._packing import restarted
 from adapters._wrappers import unwrap_model
 from adapters.exceptions import (
@@ -87,6 +88,11 @@ def _prepare_call(model, base, batch, device):
         if "use_cache" not in kwargs and _accepts(base, "use_cache"):
             kwargs["use_cache"] = False  # no KV cache: one parallel scan per adapter
         mask = kwargs.get("attention_mask")
+        ids = kwargs.get("input_ids", kwargs.get("inputs_embeds"))
+        if (isinstance(mask, Mapping) or (isinstance(mask, torch.Tensor) and mask.dim() == 4)
+                ) and isinstance(ids, torch.Tensor) and ids.dim() >= 2:
+            # a custom 4-D mask (packing): its diagonal says which positions are real
+            mask = token_mask(mask, 0, ids.shape[1], ids.shape[0])
         return (), kwargs, mask
     if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
         mask = getattr(batch, "attention_mask", None)

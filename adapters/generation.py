@@ -61,7 +61,7 @@ from adapters._decode import DecodePlan as _Plan
 from adapters._decode import DecodeWeights as _DecodeWeights
 from adapters._decode import StateStack as _Stack
 from adapters._masks import token_mask
-from adapters._packing import packed_starts
+from adapters._packing import mask_starts, packed_starts
 from adapters.exceptions import AdapterError, AdapterShapeError
 from adapters.scan import autocast_on
 
@@ -406,9 +406,9 @@ class AdapterRuntime:
         ids = bound.get("input_ids")
         ids = bound.get("inputs_embeds") if ids is None else ids
         batch = ids.shape[0] if isinstance(ids, torch.Tensor) and ids.dim() >= 2 else None
-        mask = bound.get("attention_mask")
-        if batch is not None and (isinstance(mask, dict) or (
-                isinstance(mask, torch.Tensor) and mask.dim() == 4)):
+        mask = given = bound.get("attention_mask")
+        four_d = isinstance(mask, dict) or (isinstance(mask, torch.Tensor) and mask.dim() == 4)
+        if batch is not None and four_d:
             mask = token_mask(mask, past, ids.shape[1], batch)  # static cache: (B, 1, L, K)
         if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
             mask = None  # other masks: no padding information to use
@@ -423,8 +423,12 @@ class AdapterRuntime:
             record.check(past)
         ctx = _Context(stateful=stateful, past=past, cache=cache, record=record, mask=mask,
                        batch=batch, weights=None if record is None else record.weights)
-        if not stateful and bound.get("attention_mask") is None and batch is not None:
+        if batch is not None and not stateful and given is None:  # padding-free: position_ids
             ctx.segments = packed_starts(bound.get("position_ids"), batch, ids.shape[1])
+        elif batch is not None and four_d and past == 0:  # packed by a block-diagonal mask
+            ctx.segments = mask_starts(given, ids.shape[1], batch)
+            if ctx.segments is not None:  # (the mask keeps them apart with a cache too; no
+                ctx.stateful = False  # state is stored: a packed row is no prefix to continue)
         if record is not None and batch is not None and ids.shape[1] == 1:
             ctx.plan = self._plan(ctx)
         return ctx
