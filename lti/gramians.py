@@ -322,10 +322,10 @@ def _gramian(G: DiscreteLTI, horizon, factor: bool, transpose: bool):
         raise InvalidArgumentError(f"`factor` must be a bool; got {factor!r}")
     B = G.C.T if transpose else G.B
     if is_sparse(G.A):  # low-rank ADI factors only (lti.lowrank)
+        if horizon is not None:  # first: its advice covers `factor` too
+            dense_only("a finite-horizon Gramian", G)
         if not factor:
             dense_only("an n x n Gramian", G)
-        if horizon is not None:
-            dense_only("a finite-horizon Gramian", G)
         return np.asarray(lowrank_factor(G.A, B, transpose=transpose).Z)
     A_in = np.diag(G.A) if G.is_diagonal else G.A
     if horizon is None:

@@ -121,7 +121,9 @@ SPARSE_ALTERNATIVES = {
     "an interconnection (G + H, G - H, series)": _REDUCE,
     "to_control()": "python-control systems are dense; " + _REDUCE,
     "an n x n Gramian": "pass factor=True for a low-rank factor (lti.lowrank)",
-    "a finite-horizon Gramian": "pass horizon=None (infinite horizon, low-rank ADI factors)",
+    "a finite-horizon Gramian": "pass horizon=None, factor=True (infinite horizon, low-rank "
+    "ADI factors), or use lti.empirical_gramians(G, horizon=T) (the finite-horizon Gramians, "
+    "n x n, by sparse simulation)",
     "solve_discrete_lyapunov()": "for Q = B B^T of low rank use lti.lyapunov_factor(A, B), "
     "a low-rank ADI factor (n x k)",
     "hinf_norm()": _REDUCE + "; its H-infinity norm is within error_bound of G's",

@@ -97,3 +97,26 @@ def test_unstable_reduced_model_from_inaccurate_factors_gets_no_finite_bound(mon
     assert res.error_bound == np.inf and res.error_bounds[res.order] == np.inf
     assert not res.error_bounds.flags.writeable
     assert res.lower_bound <= res.hsv[10]  # the lower bound stays (any order-10 model)
+
+
+def test_finite_horizon_gramian_of_a_sparse_system_points_to_what_works():
+    """controllability_gramian(G_sparse, horizon=T) said 'pass factor=True', which then
+    failed with 'pass horizon=None': the advice now names both, and the empirical Gramians
+    (which give the finite-horizon Gramian by sparse simulation)."""
+    from lti import controllability_gramian, empirical_gramians
+    from lti.exceptions import SparseNotSupportedError
+
+    G = _system(0.9)
+    for factor in (False, True):
+        with pytest.raises(SparseNotSupportedError,
+                           match=r"horizon=None, factor=True.*empirical_gramians"):
+            controllability_gramian(G, horizon=5, factor=factor)
+    Z = controllability_gramian(G, factor=True)  # following the advice works
+    assert Z.shape[0] == N and Z.shape[1] < N
+    A = G.A.toarray()
+    P5, Ak = np.zeros((N, N)), np.eye(N)
+    for _ in range(5):
+        P5 += Ak @ G.B @ G.B.T @ Ak.T
+        Ak = A @ Ak
+    W = empirical_gramians(G, horizon=5, which=("controllability",)).controllability
+    np.testing.assert_allclose(W, P5, rtol=1e-12, atol=1e-12 * np.abs(P5).max())
