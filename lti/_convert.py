@@ -14,19 +14,19 @@ __all__ = ["check_dt", "control_matrices", "import_control", "scipy_matrices"]
 
 
 def check_dt(dt, name: str = "dt", *, allow_true: bool = True):
-    """Return a validated sampling time: ``True`` (unspecified) or a positive float."""
+    """Return a validated sampling time: ``True`` (unspecified, when `allow_true`) or a
+    positive float."""
     if dt is True and allow_true:
         return True
+    want = "True or a positive number" if allow_true else "a positive number (a sampling time)"
     if isinstance(dt, bool) or not isinstance(dt, numbers.Real):
-        raise InvalidArgumentError(
-            f"`{name}` must be True or a positive number; got {dt!r}"
-        )
+        raise InvalidArgumentError(f"`{name}` must be {want}; got {dt!r}")
     try:
         dt = float(dt)
     except OverflowError:  # an int beyond the float range
         dt = math.inf
     if not (np.isfinite(dt) and dt > 0):
-        raise InvalidArgumentError(f"`{name}` must be True or a positive number; got {dt!r}")
+        raise InvalidArgumentError(f"`{name}` must be {want}; got {dt!r}")
     return dt
 
 

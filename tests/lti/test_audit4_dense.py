@@ -379,3 +379,18 @@ def test_not_an_array_says_why():
         DiscreteLTI(GradTensor(), [[1.0]], [[1.0]])
     with pytest.raises(ShapeError, match="`A` must be array-like; got list .*inhomogeneous"):
         DiscreteLTI([[0.5, 1.0], [1.0]], [[1.0]], [[1.0]])
+
+
+def test_discretize_zoh_dt_message_does_not_offer_true():
+    """discretize_zoh refuses dt=True (a continuous system needs a sampling time) with the
+    message '`dt` must be True or a positive number; got True'."""
+    from lti import discretize_zoh
+    from lti.exceptions import InvalidArgumentError
+
+    for bad in (True, 0, -0.5, float("nan")):
+        with pytest.raises(InvalidArgumentError) as info:
+            discretize_zoh(np.array([[-1.0]]), [[1.0]], bad)
+        assert "must be a positive number (a sampling time)" in str(info.value)
+        assert "True or" not in str(info.value)
+    Ad, Bd = discretize_zoh(np.array([[-1.0]]), [[1.0]], 0.5)
+    assert Ad[0, 0] == pytest.approx(np.exp(-0.5), rel=1e-15)

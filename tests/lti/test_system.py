@@ -288,8 +288,8 @@ def test_discretize_zoh_diagonal_shortcut():
     assert Ad.shape == (5, 5) and np.allclose(np.diag(Ad), np.exp(0.1 * a.real))
     v = discretize_zoh(a.real, np.ones(5), 0.2)[1]
     assert v.shape == (5,)
-    with pytest.raises(InvalidArgumentError, match="`dt` must be True or a positive number"):
-        discretize_zoh(a, B, 0.0)
+    with pytest.raises(InvalidArgumentError, match="`dt` must be a positive number"):
+        discretize_zoh(a, B, 0.0)  # (True is no sampling time here: not offered)
     with pytest.raises(ShapeError, match="`B` must have n = 5 rows"):
         discretize_zoh(a, np.ones((3, 1)), 0.1)
 
