@@ -38,6 +38,7 @@ __all__ = [
 _CHECKPOINT_WRITERS: list[Callable[..., object]] = []
 _CHECKPOINT_READERS: list[Callable[..., object]] = []
 _CHECKPOINT_CLEANERS: list[Callable[..., object]] = []
+_UPLOAD = "_upload_modified_files"  # transformers' PushToHubMixin: uploads a folder's new files
 
 
 def register_checkpoint_writer(writer: Callable[..., object]) -> None:
@@ -95,13 +96,35 @@ def _adapter_keys(state: dict) -> dict:
 
 
 def save_pretrained_with_adapters(self, save_directory, *args, **kwargs):
-    """``save_pretrained`` of the model's (or wrapper's) class, then the adapter checkpoint."""
+    """``save_pretrained`` of the model's (or wrapper's) class, then the adapter checkpoint.
+
+    With ``push_to_hub=True`` transformers uploads the folder's new files at the end of its own
+    ``save_pretrained``; the adapter checkpoint is written just before that upload (through the
+    instance's ``_upload_modified_files``), so the hub repository gets it too.
+    """
     state = kwargs.get("state_dict")  # e.g. gathered from ZeRO-3 partitions by a Trainer
     extra = {} if state is None else {"state_dict": _adapter_keys(state)}  # (HF empties it)
-    out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+    written = []
+
+    def write() -> None:
+        if not written:
+            written.append(True)
+            for writer in _CHECKPOINT_WRITERS:
+                writer(self, Path(save_directory), **extra)
+
+    upload = getattr(type(self), _UPLOAD, None)
+    if kwargs.get("push_to_hub") and callable(upload):
+        def write_then_upload(*a, **k):
+            write()
+            return upload(self, *a, **k)
+
+        object.__setattr__(self, _UPLOAD, write_then_upload)
+    try:
+        out = type(self).save_pretrained(self, save_directory, *args, **kwargs)
+    finally:
+        self.__dict__.pop(_UPLOAD, None)
     if kwargs.get("is_main_process", True):
-        for writer in _CHECKPOINT_WRITERS:
-            writer(self, Path(save_directory), **extra)
+        write()
     return out
 
 
