@@ -500,8 +500,9 @@ def smith_solve(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndar
     Ak = M.copy()
     eps = np.finfo(np.float64).eps
     for _ in range(max_iter):
-        dX = Ak @ X @ ct(Ak)
-        X = X + dX
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow: typed below
+            dX = Ak @ X @ ct(Ak)
+            X = X + dX
         if not np.all(np.isfinite(X)):
             raise SolverError(
                 'method="smith" overflowed (the powers of `A` grow before they decay: '
@@ -509,7 +510,8 @@ def smith_solve(M: np.ndarray, Q: np.ndarray, *, max_iter: int = 100) -> np.ndar
             )
         if fro_norm(dX) <= eps * fro_norm(X):
             return X
-        Ak = Ak @ Ak
+        with np.errstate(over="ignore", invalid="ignore"):
+            Ak = Ak @ Ak
     raise SolverError(
         f'method="smith" did not converge in {max_iter} doublings (spectral radius '
         f"{spectral_radius(M):.6g})"

@@ -132,6 +132,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto", refine="auto") -> np.
         Spectral radius of ``A`` >= 1 (the measured value is in the message).
     InvalidArgumentError
         Unknown ``method`` or ``refine``, or ``"diagonal"`` with a non-diagonal ``A``.
+    SolverError
+        ``method="smith"`` overflowed, did not converge, or stayed inaccurate after its
+        refinement step (Notes).
     MissingDependencyError
         ``method="slycot"`` without slycot installed.
 
@@ -183,7 +186,9 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto", refine="auto") -> np.
     ``"smith"`` iterates :math:`X \\leftarrow X + A_k X A_k^T`, :math:`A_k \\leftarrow A_k^2`
     (quadratic convergence in ``rho(A)^(2^k)``), useful as an independent check; the
     same residual-triggered refinement step follows (its rounding errors grow with
-    ``||A_k||``, so it helps most for non-normal ``A``).
+    ``||A_k||``, so it helps most for non-normal ``A``), and a result whose backward error
+    ``||R||_F / (||A||_F^2 ||X||_F + ||Q||_F)`` is still above ``1e-10`` after it is refused
+    with :class:`SolverError` (strongly non-normal ``A``: use ``"schur"``).
     The result is symmetrised.
 
     References
@@ -242,10 +247,25 @@ def solve_discrete_lyapunov(A, Q, *, method: str = "auto", refine="auto") -> np.
         R = symmetrize_((M @ X) @ ct(M) - X + Qm)  # one refinement step, as for "schur"
         if fro_norm(R) > REFINE_RTOL * fro_norm(Qm):
             X = symmetrize_(X + smith_solve(M, R))
+            R = (M @ X) @ ct(M) - X + Qm
+            # squaring a non-normal A: rounding grows with ||A^(2^k)||, and one step of
+            # refinement is not enough (backward error 2.5e-5 measured, returned as is)
+            scale = fro_norm(M) ** 2 * fro_norm(X) + fro_norm(Qm)
+            if not fro_norm(R) <= _SMITH_BACKWARD_TOL * scale:
+                raise SolverError(
+                    f'method="smith" is inaccurate for this `A` (relative residual '
+                    f"{fro_norm(R) / scale:.3g} after refinement: the powers of `A` grow "
+                    f"before they decay, spectral radius {spectral_radius(M):.6g}); use "
+                    'method="schur"'
+                )
         return X
     return solve_slycot(M, Qm)
 
 
+
+#: method="smith" refuses a result whose backward error ||R|| / (||A||^2 ||X|| + ||Q||)
+#: stays above this after its refinement step (the Schur path reaches ~n eps).
+_SMITH_BACKWARD_TOL = 1e-10
 
 _LOW_RANK_MAX = 32  # method="auto" solves with Q = F F^T of at most this rank through F
 

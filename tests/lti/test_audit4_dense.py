@@ -394,3 +394,41 @@ def test_discretize_zoh_dt_message_does_not_offer_true():
         assert "True or" not in str(info.value)
     Ad, Bd = discretize_zoh(np.array([[-1.0]]), [[1.0]], 0.5)
     assert Ad[0, 0] == pytest.approx(np.exp(-0.5), rel=1e-15)
+
+
+# ------------------------------------------------- method="smith" on non-normal A
+
+
+def _rotated_triangular(seed, n=17, scale=2.5):
+    rng = np.random.default_rng(seed)
+    T = np.triu(rng.standard_normal((n, n)) * scale, 1) + np.diag(rng.uniform(-0.9, 0.9, n))
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    B = rng.standard_normal((n, 2))
+    return Q @ T @ Q.T, B @ B.T
+
+
+@pytest.mark.parametrize("seed", [13, 15])
+def test_smith_refuses_an_inaccurate_solution(seed):
+    """Squaring a non-normal A: rounding grows with ||A^(2^k)|| and one refinement step was
+    not enough; the result came back with a backward error of 1.2e-4 (seed 13) without a
+    word. Now SolverError pointing to method="schur", which solves it to rounding."""
+    from lti import solve_discrete_lyapunov
+    from lti.exceptions import SolverError
+
+    A, Q = _rotated_triangular(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no overflow RuntimeWarnings on the way
+        with pytest.raises(SolverError, match='method="smith" is inaccurate.*method="schur"'):
+            solve_discrete_lyapunov(A, Q, method="smith")
+    X = solve_discrete_lyapunov(A, Q, method="schur")
+    R = A @ X @ A.T - X + Q
+    assert np.linalg.norm(R) <= 1e-13 * (np.linalg.norm(A) ** 2 * np.linalg.norm(X))
+
+
+def test_smith_still_answers_where_it_is_accurate():
+    from lti import solve_discrete_lyapunov
+
+    A, Q = _rotated_triangular(12)
+    X = solve_discrete_lyapunov(A, Q, method="smith")
+    R = A @ X @ A.T - X + Q
+    assert np.linalg.norm(R) <= 1e-13 * (np.linalg.norm(A) ** 2 * np.linalg.norm(X))
