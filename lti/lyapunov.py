@@ -359,8 +359,9 @@ def lyapunov_factor(
         :mod:`lti._smith`: spectral radius up to about 0.99 and no transient growth; a dense A
         with decaying powers has ``||A||_F ~ rho sqrt(n)``), ``"hammarling"`` otherwise
         (decided by the input only).
-        ``"smith"``: factored squared Smith iteration (real data only). ``"slycot"``
-        (SB03OD) only when asked for by name.
+        ``"smith"``: factored squared Smith iteration (real data only; a factor whose
+        backward error exceeds ``1e-10`` is refused with :class:`SolverError`, as happens
+        for strongly non-normal ``A``). ``"slycot"`` (SB03OD) only when asked for by name.
     transpose : bool, optional
         Solve ``A^T X A - X + B B^T = 0`` instead (the observability equation with
         ``B = C^T``).
@@ -474,11 +475,25 @@ def lyapunov_factor(
         if n == 0:
             return np.zeros((0, 0))
         check_stable("A", M)
-        L = smith_factor(M, Bm, transpose, 100, np.inf)
-        if L is None:
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow: typed below
+            L = smith_factor(M, Bm, transpose, 100, np.inf)
+        if L is None or not np.isfinite(L).all():
             raise SolverError(
                 f'method="smith" did not converge in 100 doublings (spectral radius '
-                f"{spectral_radius(M):.6g})"
+                f"{spectral_radius(M):.6g}; the powers of `A` may grow before they decay: "
+                'use method="hammarling")'
+            )
+        # the squarings of a non-normal A round with ||A^(2^k)||: backward errors of 4e-5
+        # were returned as they were; refuse what the Hammarling path would not give
+        Mt = M.T if transpose else M
+        X = L @ L.T
+        scale = fro_norm(Mt) ** 2 * fro_norm(X) + fro_norm(Bm) ** 2
+        res = fro_norm((Mt @ X) @ Mt.T - X + Bm @ Bm.T)
+        if not res <= _SMITH_BACKWARD_TOL * scale:
+            raise SolverError(
+                f'method="smith" is inaccurate for this `A` (relative residual '
+                f"{res / scale:.3g}: the powers of `A` grow before they decay, spectral radius "
+                f'{spectral_radius(M):.6g}); use method="hammarling"'
             )
         return L
     if method == "diagonal":

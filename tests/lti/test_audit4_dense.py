@@ -432,3 +432,27 @@ def test_smith_still_answers_where_it_is_accurate():
     X = solve_discrete_lyapunov(A, Q, method="smith")
     R = A @ X @ A.T - X + Q
     assert np.linalg.norm(R) <= 1e-13 * (np.linalg.norm(A) ** 2 * np.linalg.norm(X))
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_smith_factor_refuses_an_inaccurate_factor(transpose):
+    """lyapunov_factor(method="smith") returned factors with backward errors up to 8.8e-5
+    (seed 18) without a word, and overflowed with RuntimeWarnings (seed 2)."""
+    from lti import lyapunov_factor
+    from lti.exceptions import SolverError
+
+    for seed, what in ((18, "is inaccurate"), (2, "did not converge")):
+        rng = np.random.default_rng(seed)
+        n = 17
+        T = np.triu(rng.standard_normal((n, n)) * 2.5, 1) + np.diag(rng.uniform(-0.9, 0.9, n))
+        Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+        A, B = Q @ T @ Q.T, rng.standard_normal((n, 2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(SolverError, match=f'{what}.*method="hammarling"'):
+                lyapunov_factor(A, B, method="smith", transpose=transpose)
+        L = lyapunov_factor(A, B, method="hammarling", transpose=transpose)
+        M = A.T if transpose else A
+        X = L @ L.T
+        assert np.linalg.norm(M @ X @ M.T - X + B @ B.T) <= 1e-13 * (
+            np.linalg.norm(M) ** 2 * np.linalg.norm(X))
