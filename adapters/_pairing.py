@@ -15,6 +15,12 @@ weight files, sorted by name, its name, dtype, shape and three 4 KiB samples of 
 The files are those ``from_pretrained`` reads.
 A change confined to bytes between the samples goes unnoticed; retraining or merging a layer
 changes every sample of it.
+
+The weights file of such a folder also holds the adapters' own tensors; when they differ from
+the adapter checkpoint beside them (:func:`stale_adapter_tensors`), one of the two files was
+replaced without the other: a Trainer's hub push copies only ``model.safetensors`` (and
+``config.json``) from each new checkpoint folder into the output folder, beside the adapter
+checkpoint of an earlier ``save_model``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from pathlib import Path
 
 from adapters.targets import ADAPTERS_ATTR
 
-__all__ = ["base_weights_digest"]
+__all__ = ["base_weights_digest", "stale_adapter_tensors", "stored_adapter_tensors"]
 
 #: transformers' and PEFT's safetensors weights: one file, or shards listed by an index.
 _PREFIXES = ("model", "adapter_model")
@@ -99,3 +105,71 @@ def base_weights_digest(directory: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return h.hexdigest()
+
+
+def stored_adapter_tensors(directory: Path) -> dict | None:
+    """The adapters' entries of ``directory``'s safetensors weight files (an adapted model's
+    ``save_pretrained`` writes them beside the base tensors), named from ``hrm_adapters.`` on.
+
+    Parameters
+    ----------
+    directory : pathlib.Path
+
+    Returns
+    -------
+    dict of str to torch.Tensor or None
+        E.g. ``{"hrm_adapters.model.layers.0.mlp.adapter.gate": tensor}`` (only these tensors
+        are read); None when the folder holds no readable weight file or no such entry.
+    """
+    try:
+        from safetensors import safe_open
+    except ImportError:  # pragma: no cover - safetensors comes with the hf extra
+        return None
+    marker = ADAPTERS_ATTR + "."
+    out = {}
+    try:
+        for path in _weight_files(directory):
+            with safe_open(str(path), framework="pt") as f:
+                for name in f.keys():  # noqa: SIM118 - a safe_open handle, not a dict
+                    if _is_adapter_key(name):
+                        at = 0 if name.startswith(marker) else name.index("." + marker) + 1
+                        out[name[at:]] = f.get_tensor(name)
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+    return out or None
+
+
+def stale_adapter_tensors(directory: Path, layers, tensors: dict) -> list[str]:
+    """Keys of an adapter checkpoint's ``tensors`` whose copy in ``directory``'s model weights
+    differs (one of the two files was replaced without the other), in checkpoint order.
+
+    Parameters
+    ----------
+    directory : pathlib.Path
+    layers : iterable of str
+        The checkpoint's adapted module names (``"model.layers.0.mlp"``).
+    tensors : dict of str to torch.Tensor
+        The checkpoint's tensors, ``"<module name>.<adapter key>"``.
+
+    Returns
+    -------
+    list of str
+        Empty when the weights hold no adapter entries or all agree bit for bit (a 0-dim gate
+        of an older format compares equal to the same value of shape (1,)).
+    """
+    import torch
+
+    stored = stored_adapter_tensors(directory)
+    if not stored:
+        return []
+    differ = []
+    for layer in layers:
+        for key, value in tensors.items():
+            if not key.startswith(layer + "."):
+                continue
+            other = stored.get(f"{ADAPTERS_ATTR}.{layer}.adapter.{key[len(layer) + 1:]}")
+            if other is not None and not (
+                    other.dtype == value.dtype and other.numel() == value.numel()
+                    and torch.equal(other.reshape(value.shape), value)):
+                differ.append(key)
+    return differ

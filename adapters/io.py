@@ -59,7 +59,7 @@ from torch import nn
 from adapters._atomic import atomic_write_bytes, atomic_write_text, fsync_directory
 from adapters._hooks import register_checkpoint_cleaner, register_checkpoint_reader
 from adapters._optional import require
-from adapters._pairing import base_weights_digest
+from adapters._pairing import base_weights_digest, stale_adapter_tensors
 from adapters._wrappers import unwrap_model
 from adapters.config import ADAPTER_TYPE, FORMAT_VERSION, HRMConfig
 from adapters.exceptions import (
@@ -503,6 +503,7 @@ def load_adapter(model: nn.Module, directory: str | os.PathLike, *,
                               "`save_adapter` wrote")
     meta, config, tensors = _read_checkpoint(directory)
     _check_companion(meta, directory)
+    _check_stored_adapters(meta, directory, tensors)
     saved_base = meta.get("base_model")
     if isinstance(saved_base, dict):
         differences = _base_differences(saved_base, base_fingerprint(model))
@@ -548,6 +549,20 @@ def _check_companion(meta: dict[str, Any], directory: Path) -> None:
             f"checkpoint ({WEIGHTS_NAME}) was saved beside them (a later save_pretrained of a "
             "model without these adapters); the adapters loaded now were trained with the "
             "earlier base weights", UserWarning, stacklevel=3)
+
+
+def _check_stored_adapters(meta: dict[str, Any], directory: Path,
+                           tensors: dict[str, torch.Tensor]) -> None:
+    """Warn when the adapter tensors in the folder's model weights differ from the checkpoint
+    (:func:`adapters._pairing.stale_adapter_tensors`)."""
+    differ = stale_adapter_tensors(directory, meta.get("layers", {}), tensors)
+    if differ:
+        warnings.warn(
+            f"the adapter tensors inside the model weights of {str(directory)!r} differ from "
+            f"its adapter checkpoint {WEIGHTS_NAME} ({len(differ)} tensors, e.g. "
+            f"{differ[0]!r}): one of them was replaced without the other (a Trainer's hub push "
+            f"copies only the model weights of each new checkpoint); {WEIGHTS_NAME} was "
+            "loaded. The checkpoint-N folders hold both, consistent", UserWarning, stacklevel=3)
 
 
 def _load_into(model: nn.Module, config: HRMConfig, layers: dict[str, Any],
