@@ -14,7 +14,7 @@ from lti._validation import stability_margin
 from lti.exceptions import InvalidArgumentError, ShapeError, SolverError, UnstableSystemError
 
 __all__ = ["SMITH", "ShiftedSolves", "auto_shifts", "cayley", "is_nilpotent_pattern", "mu_of_p",
-           "pair_shifts", "splu_solver", "user_shifts"]
+           "pair_shifts", "projection_shifts", "splu_solver", "user_shifts"]
 
 _ARNOLDI_STEPS = 20  # Arnoldi steps with A
 _SI_STEPS = 12  # shift-invert Arnoldi steps with (A - mu_0 I)^{-1}
@@ -77,6 +77,12 @@ class ShiftedSolves:
         #: :func:`auto_shifts` computed (0 for a nilpotent pattern; None before / without):
         #: a lower estimate of the spectral radius, for the conditioning ``1 / (1 - rho^2)``.
         self.ritz_radius: float | None = None
+        #: Whether stalled ADI cycles replace the shifts by projection shifts (set by
+        #: :func:`auto_shifts` for a spectrum that is not real: Penzl's heuristic there
+        #: rests on a few Ritz values, and a lightly damped spectrum along the imaginary
+        #: axis of the Cayley side is not covered by them); the shifts so added (``p``).
+        self.adaptive = False
+        self.added: list[complex] = []
         self.t_factor: list[float] = []
         self.t_solve: list[float] = []  # seconds per right-hand-side column
 
@@ -309,11 +315,38 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
                 best = (cost, P)
         P = best[1]
     else:
+        solves.adaptive = True  # stalled cycles get projection shifts (lti.lowrank)
         J = n_shifts or 10
         P = _penzl(np.concatenate([F, [p0]]), J)
         if not np.any(np.isclose(P, p0)):
             P = np.concatenate([[p0], P])
     # order: cycle from the slow end (smallest |p|) to the fast end
+    return P[np.argsort(np.abs(P), kind="stable")]
+
+
+def projection_shifts(A: sp.csr_matrix, V: np.ndarray, trans: bool) -> np.ndarray:
+    """Projection shifts: Ritz values ``theta`` of ``A`` (``A^T``) on the span of the
+    columns `V` (n, k) of the last ADI cycle, mapped to ``p = (theta - 1) / (theta + 1)``
+    (those inside the unit circle, ``Re p < 0``), at most ``_MAX_SHIFTS`` chosen by Penzl's
+    heuristic, ordered by ``|p|``; empty when none qualifies. (Benner, Kuerschner & Saak
+    2014 for the continuous-time ADI: the columns of a cycle span the directions the
+    residual still has, so their Ritz values are the eigenvalues the shifts have missed.)
+    """
+    if V.size == 0:
+        return np.zeros(0, dtype=np.complex128)
+    Q = np.linalg.qr(V)[0]
+    AQ = np.asarray(A.T @ Q if trans else A @ Q)
+    theta = np.linalg.eigvals(Q.T @ AQ).astype(np.complex128)
+    theta = theta[np.isfinite(theta) & (np.abs(theta) < 1.0 - 1e-12)]
+    if theta.size == 0:
+        return np.zeros(0, dtype=np.complex128)
+    theta[np.abs(theta.imag) <= 1e-10 * np.maximum(np.abs(theta), 1e-300)] = theta.real[
+        np.abs(theta.imag) <= 1e-10 * np.maximum(np.abs(theta), 1e-300)]
+    F = cayley(theta)
+    F = F[np.real(F) < 0]
+    if F.size == 0:
+        return np.zeros(0, dtype=np.complex128)
+    P = _penzl(F, min(F.size, _MAX_SHIFTS))
     return P[np.argsort(np.abs(P), kind="stable")]
 
 
