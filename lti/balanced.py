@@ -108,7 +108,8 @@ class BalancedTruncation:
         Number of unstable states (:math:`|\\lambda| \\ge 1`) kept unchanged.
     minimal_order : int
         Number of HSVs of the stable part above the noise floor
-        ``n_s eps max(sigma_1, ||Lc|| ||Lo|| / (1 - rho^2))`` (see
+        ``n_s eps max(sigma_1, ||Lc|| ||Lo|| / (1 - rho^2))`` (``n_s eps sigma_1 /
+        (1 - rho^2)`` when the Schur form is exact, a triangular ``A``; see
         :func:`balanced_truncation`): the numerical order of a minimal realisation.
     factor_residuals : (float, float) or None
         Sparse ``A`` only (``None`` otherwise): the relative residuals of the low-rank
