@@ -295,10 +295,7 @@ class _ADIRun:
         stalled = res0 > 0 and self.res > _STALL * res0
         if (stalled and self.solves.adaptive and self.updates < _MAX_UPDATES
                 and len(self.cols) > c0):
-            V = np.hstack(self.cols)  # the last columns (the cycle's, and before it)
-            V = V[:, -max(_PROJ_COLS * self.W.shape[1], V.shape[1] - sum(
-                c.shape[1] for c in self.cols[:c0])):]
-            P = projection_shifts(self.solves.A, V, self.trans)
+            P = projection_shifts(self.solves.A, self._last_columns(c0), self.trans)
             new = pair_shifts(P) if P.size else []
             if new:
                 self.shifts[:] = new
@@ -306,6 +303,18 @@ class _ADIRun:
                 self.j = 0
                 self.updates += 1
         self.cycle = (self.res, len(self.cols))
+
+    def _last_columns(self, c0: int) -> np.ndarray:
+        """The last ``max(_PROJ_COLS m, columns since cols[c0])`` columns of ``Z`` (only
+        those are stacked: n x 48 m, not the whole factor)."""
+        need = max(_PROJ_COLS * self.W.shape[1], sum(c.shape[1] for c in self.cols[c0:]))
+        blocks, total = [], 0
+        for c in reversed(self.cols):
+            blocks.append(c)
+            total += c.shape[1]
+            if total >= need:
+                break
+        return np.hstack(blocks[::-1])[:, -need:]
 
     def _update_residual(self, guard: bool = True) -> None:
         res = float(np.linalg.norm(self.W.T @ self.W, 2)) / self.scale
