@@ -402,6 +402,14 @@ class AdapterRuntime:
             use_cache = getattr(getattr(module, "config", None), "use_cache", False)
         # A training forward without a cache stays stateless even if the config says use_cache.
         stateful = cache is not None or (bool(use_cache) and not module.training)
+        if stateful and cache is not None and torch.compiler.is_exporting():
+            raise AdapterError(
+                "torch.export of an adapted model with a KV cache (e.g. transformers' ExecuTorch "
+                "recipe TorchExportableModuleForDecoderOnlyLM) is not supported: each adapter "
+                "carries its SSM state from one call to the next outside the exported graph, "
+                "so an exported decode step could not continue it. Export without a cache "
+                "(use_cache=False: one call over the whole sequence), or adapters.remove(model)"
+            )
         past = _seq_length(cache) if stateful else 0
         ids = bound.get("input_ids")
         ids = bound.get("inputs_embeds") if ids is None else ids
