@@ -5,7 +5,9 @@ The discretised weights of all adapters of a model, read once per cache
 ``baddbmm`` and a ring of preallocated state buffers (:class:`StepBatch`); the states of all
 adapters after a step in one flat buffer per mode group (:class:`StateStack`); and one decode step
 of all adapters (:class:`DecodePlan`): every pole applied by one multiply, then per layer
-``s += x B̄ᵀ`` and ``h += s (gate C)ᵀ``, both in place.
+``s += x B̄ᵀ`` and ``h += s (gate C)ᵀ``, both in place: ``baddbmm_`` on (B, 1, .) views, or for
+one row ``addmv_`` on flat views (fewer and cheaper calls, the same bits where ``baddbmm_``
+calls the BLAS: :data:`_BLAS_MIN`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import torch
 from torch import nn
 
 _RING = 3  # state buffers per batch size: the step's, the record's, the record's start
+#: torch's ``bmm``/``baddbmm`` compute a product of fewer multiply-adds than this with a loop of
+#: their own and larger ones with the BLAS, whose matrix-vector product (``addmv``, always the
+#: BLAS) gives the same bits as its matrix product of one row (every size tested); so the one-row
+#: step uses ``addmv`` (fewer and cheaper calls) only where ``baddbmm`` would have used the BLAS
+_BLAS_MIN = 400
 
 
 class DecodeWeights:
@@ -87,7 +94,7 @@ class StepBatch:
             real = None if self.a_r is None else torch.empty_like(self.a_r)
             cplx = None if self.a_c is None else torch.empty_like(self.a_c)
             stack = StateStack(weights, batch, real, cplx, ring=True)
-            self.ring.append((stack, self.slots(stack)))
+            self.ring.append((stack, self.slots(stack), self.vector_slots(stack)))
 
     def slots(self, stack: StateStack) -> dict[str, tuple]:
         """Per adapter name ``(index, stream shape (B, 1, H), flattened (B, H), real block
@@ -109,16 +116,46 @@ class StepBatch:
                          v_r, *(e_r or (None, None)), v_c, *(e_c or (None, None)))
         return out
 
-    def take(self, busy: tuple) -> tuple[StateStack, list] | None:
-        """A ring buffer that none of ``busy`` (stacks still referenced) is; None if the ring
-        cannot be written here (made under inference mode, now outside it)."""
-        for stack, slots in self.ring:
+    def vector_slots(self, stack: StateStack) -> dict[str, tuple]:
+        """For one row (``batch == 1``), per adapter name whose products are large enough
+        (:data:`_BLAS_MIN`) ``(index, dtype, real block (n,), its W_in (n, H) and W_out (H, n),
+        complex block as (Re, Im) pairs (2n,), its W_in (2n, H) and W_out (H, 2n))``, views of
+        ``stack``'s buffers and the weights themselves (None for an empty group): what
+        :meth:`DecodePlan.step` reads for a one-token stream of one row, in one tuple. Empty
+        for more rows."""
+        w = self.weights
+        if self.batch != 1:
+            return {}
+        views_r = iter(()) if stack.real is None else iter(
+            torch.split(stack.real, [n for n in w.n_real if n]))
+        views_c = iter(()) if stack.cplx is None else iter(torch.split(
+            torch.view_as_real(stack.cplx).view(-1), [2 * n for n in w.n_cplx if n]))
+        out = {}
+        for i, (name, groups) in enumerate(zip(w.names, w.groups, strict=True)):
+            entry = [i, w.dtype]
+            large = True
+            for g, views in zip(groups, (views_r, views_c), strict=True):
+                if g is None:
+                    entry += [None, None, None]
+                    continue
+                W_in, W_out = g  # (H, n), (n, H): transposed views of the projections
+                large = large and W_in.shape[0] * W_in.shape[1] >= _BLAS_MIN
+                entry += [next(views), W_in.t(), W_out.t()]  # (n,), (n, H), (H, n)
+            if large:
+                out[name] = tuple(entry)
+        return out
+
+    def take(self, busy: tuple) -> tuple[StateStack, dict, dict] | None:
+        """A ring buffer that none of ``busy`` (stacks still referenced) is, with its slots
+        (:meth:`slots`, :meth:`vector_slots`); None if the ring cannot be written here (made
+        under inference mode, now outside it)."""
+        for stack, slots, vector in self.ring:
             if stack not in busy:  # (identity: a StateStack has no __eq__)
                 t = stack.real if stack.real is not None else stack.cplx
                 if (not torch.compiler.is_compiling() and t.is_inference()
                         and not torch.is_inference_mode_enabled()):
                     return None
-                return stack, slots
+                return stack, slots, vector
         return None
 
 
@@ -185,7 +222,7 @@ class DecodePlan:
 
     # slots: a compact object; step() runs once per layer and token, after the MLP has
     # streamed its weights through the caches, where every object it touches is a cache miss
-    __slots__ = ("weights", "prev", "keep", "batch", "stack", "slots", "ran", "dtype")
+    __slots__ = ("weights", "prev", "keep", "batch", "stack", "slots", "vector", "ran", "dtype")
 
     def __init__(self, weights: DecodeWeights, prev: StateStack, keep: torch.Tensor | None,
                  busy: tuple = ()) -> None:
@@ -196,22 +233,54 @@ class DecodePlan:
             real = None if prev.real is None else torch.empty_like(prev.real)
             cplx = None if prev.cplx is None else torch.empty_like(prev.cplx)
             stack = StateStack(weights, B, real, cplx)
-            slots = batch.slots(stack)
+            slots, vector = batch.slots(stack), batch.vector_slots(stack)
         else:
-            stack, slots = taken
+            stack, slots, vector = taken
         if prev.real is not None:
             torch.mul(batch.a_r, prev.real, out=stack.real)  # (B * R,): ā ⊙ s, all adapters
         if prev.cplx is not None:
             torch.mul(batch.a_c, prev.cplx, out=stack.cplx)  # (B * K,) complex
         self.weights, self.prev, self.keep, self.batch = weights, prev, keep, B
         self.stack, self.slots, self.dtype = stack, slots, weights.dtype
+        # one row and every token real: the matrix-vector step (a mask to apply: the general)
+        self.vector = vector if keep is None else {}
         self.ran = [False] * len(weights.names)
 
     def step(self, name: str, u: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
         """``h`` plus adapter ``name``'s branch for stream ``u``; None if the shapes do not fit.
 
         ``u``, ``h``: (B, 1, H), or (B, H) for a flattened one-token stream.
+
+        One row (:meth:`StepBatch.vector_slots`): ``s += B̄ x`` and ``h += (gate C) s`` as
+        matrix-vector products on flat views of ``u`` and ``h``, whose sizes the products
+        check (before writing anything: a stream of another width raises at the first, and
+        ``h`` has the stream's size, so the readouts cannot fail once the updates ran); any
+        other case (more rows, another dtype, a non-contiguous ``h``, a stream that is not
+        one position) goes to :meth:`_batched`, which checks the shapes itself.
         """
+        slot = self.vector.get(name)
+        if slot is not None:
+            i, dtype, v_r, in_r, out_r, v_c, in_c, out_c = slot
+            if u.dtype is dtype and h.dtype is dtype and h.is_contiguous():
+                try:
+                    x, out = u.view(-1), h.view(-1)  # (H,): the target's fresh output, in place
+                    if x.shape == out.shape:  # every update reads x before a readout writes h
+                        if v_r is not None:
+                            v_r.addmv_(in_r, x)  # (n,): s = ā ⊙ s_prev + B̄ x
+                        if v_c is not None:
+                            v_c.addmv_(in_c, x)  # (2n,): (Re, Im) pairs
+                        if v_r is not None:
+                            out.addmv_(out_r, v_r)  # h + (gate C) s               (H,)
+                        if v_c is not None:
+                            out.addmv_(out_c, v_c)
+                        self.ran[i] = True
+                        return h
+                except RuntimeError:  # no flat view, or not width H: raised before any write
+                    return self._batched(name, u, h)
+        return self._batched(name, u, h)
+
+    def _batched(self, name: str, u: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
+        """:meth:`step` with ``baddbmm_`` on (B, 1, .) views, any batch."""
         slot = self.slots.get(name)
         if slot is None:
             return None

@@ -238,9 +238,9 @@ class HRMAdapter(nn.Module):
             return self.readout(restarted(self.ssm, self.ssm.trajectory(u), starts))
         if return_state:
             y, state = self.ssm(u, state, return_state=True)
-            return self.gate.to(y.dtype) * y, state
+            return _cast(self.gate, y.dtype) * y, state
         y = self.ssm(u, state)
-        return self.gate.to(y.dtype) * y
+        return _cast(self.gate, y.dtype) * y
 
     def readout(self, s):
         """Gated output ``gate · ssm.readout(s)`` of states ``s``.
@@ -256,7 +256,7 @@ class HRMAdapter(nn.Module):
             In the parameters' dtype.
         """
         y = self.ssm.readout(s)
-        return self.gate.to(y.dtype) * y
+        return _cast(self.gate, y.dtype) * y
 
     def step(self, x_t, state=None):
         """One decoding step: ``gate · y_t`` with ``y_t, state = ssm.step(x_t, state)``.
@@ -294,7 +294,7 @@ class HRMAdapter(nn.Module):
         True
         """
         y, state = self.ssm.step(x_t, state)
-        return self.gate.to(y.dtype) * y, state
+        return _cast(self.gate, y.dtype) * y, state
 
     def decode_weights(self, projections=None):
         r"""The discrete system in the layout of cached decoding, gate folded into the readout.
@@ -333,7 +333,7 @@ class HRMAdapter(nn.Module):
             if projections is None:
                 projections = ssm._projections()
             a_r, a_c, W_in, W_out = projections  # (W, H), (H, 2 n_complex + n_real)
-            W_out = self.gate.to(W_out.dtype) * W_out
+            W_out = _cast(self.gate, W_out.dtype) * W_out
             n2, n_r = 2 * ssm.n_complex, ssm.n_real
             real = cplx = None
             # transposed views, no copies (BLAS reads them as transposed operands)
@@ -343,7 +343,7 @@ class HRMAdapter(nn.Module):
                 real = (a_r, _rows(W_in, n2, n2 + n_r).t(), _rows(W_out.t(), n2, n2 + n_r))
         return real, cplx
 
-    def scan_decoding(self, u, state=None):
+    def scan_decoding(self, u, state=None, projections=None):
         """A chunk of cached generation (e.g. the prompt): output, states and decode weights
         from one discretisation.
 
@@ -353,6 +353,9 @@ class HRMAdapter(nn.Module):
             The stream.
         state : torch.Tensor, shape (B, N), optional
             State before the chunk; zeros when None.
+        projections : tuple, optional
+            The SSM's discretisation (``ssm._projections()``) when the caller has it
+            (:func:`adapters._prefill.projections`); computed otherwise.
 
         Returns
         -------
@@ -374,10 +377,11 @@ class HRMAdapter(nn.Module):
         """
         ssm = self.ssm
         ssm._check_input(u, 3)
-        projections = ssm._projections()
+        if projections is None:
+            projections = ssm._projections()
         s_c, s_r, _, _, W_out = ssm._scan(u, state, projections)
         y = ssm._readout(s_c, s_r, W_out)  # (B, L, H), as forward
-        return (self.gate.to(y.dtype) * y, ssm._join_state(s_r, s_c),
+        return (_cast(self.gate, y.dtype) * y, ssm._join_state(s_r, s_c),
                 self.decode_weights(projections))
 
 
@@ -420,6 +424,11 @@ def ssm_of_structure(d_model: int, n_real: int, n_complex: int, *, scan: str = "
     real = torch.arange(n) < n_real
     return DiagonalSSM.from_discrete(a, b, c, real_modes=real.numpy(), scan=scan,
                                      device=device, dtype=dtype)
+
+
+def _cast(t, dtype):
+    """``t.to(dtype)`` without the call (its argument parsing) when ``t`` has that dtype."""
+    return t if t.dtype is dtype else t.to(dtype)
 
 
 def _rows(w, start, stop):

@@ -59,7 +59,7 @@ SCANS = ("auto", "fft", "chunked")
 """Values of ``scan``."""
 
 
-def _zoh_real(log_A, log_dt, sign):
+def zoh_real(log_A, log_dt, sign):
     """Real modes: ``ā = sign · exp(-r)``, ZOH factor ``Δ (1 - e^{-r}) / r``, float64."""
     dt = torch.exp(log_dt.double()).clamp(DT_MIN, DT_MAX)  # (n,)
     lam = torch.exp(log_A.double().clamp(-LOG_A_BOUND, LOG_A_BOUND))  # (n,)
@@ -72,7 +72,7 @@ def _zoh_real(log_A, log_dt, sign):
     return a, f
 
 
-def _zoh_complex(log_A_re, A_im, log_dt):
+def zoh_complex(log_A_re, A_im, log_dt):
     """Complex modes: ``ā = exp(z)``, ``z = Δ(-λ + iω)``, ZOH factor ``Δ (e^z - 1) / z``."""
     dt = torch.exp(log_dt.double()).clamp(DT_MIN, DT_MAX)  # (n,)
     lam = torch.exp(log_A_re.double().clamp(-LOG_A_BOUND, LOG_A_BOUND))  # (n,)
@@ -310,7 +310,7 @@ class DiagonalSSM(nn.Module):
                 self.log_A.copy_(torch.from_numpy(log_A[ri]))
                 self.log_dt.copy_(torch.from_numpy(np.log(dt[ri])))
                 self.sign.copy_(torch.from_numpy(np.where(np.real(a[ri]) < 0, -1.0, 1.0)))
-                _, f = _zoh_real(self.log_A, self.log_dt, self.sign)  # from stored values
+                _, f = zoh_real(self.log_A, self.log_dt, self.sign)  # from stored values
                 Br = torch.from_numpy(np.ascontiguousarray(np.real(B[ri])))
                 self.B.copy_(Br / f.cpu()[:, None])
                 self.C.copy_(torch.from_numpy(np.ascontiguousarray(np.real(C[:, ri]))))
@@ -318,7 +318,7 @@ class DiagonalSSM(nn.Module):
                 self.log_A_re.copy_(torch.from_numpy(log_A[ci]))
                 self.A_im.copy_(torch.from_numpy(np.angle(a[ci]) / dt[ci]))
                 self.log_dt_cplx.copy_(torch.from_numpy(np.log(dt[ci])))
-                _, f = _zoh_complex(self.log_A_re, self.A_im, self.log_dt_cplx)
+                _, f = zoh_complex(self.log_A_re, self.A_im, self.log_dt_cplx)
                 Bc = torch.from_numpy(np.ascontiguousarray(B[ci].astype(np.complex128)))
                 self.B_cplx.copy_(torch.view_as_real(Bc / f.cpu()[:, None]))
                 Cc = torch.from_numpy(np.ascontiguousarray(C[:, ci].astype(np.complex128)))
@@ -402,16 +402,17 @@ class DiagonalSSM(nn.Module):
 
     # ------------------------------------------------------------------ discrete system
 
-    def _groups(self, wide=False):
-        """Discrete (a, B̄, C) per group; float64 when ``wide``, else the parameters' dtype."""
+    def _groups(self, wide=False, zoh=(None, None)):
+        """Discrete (a, B̄, C) per group; float64 when ``wide``, else the parameters' dtype.
+        ``zoh``: each group's ``(ā, factor)`` when computed already (:mod:`adapters._prefill`)."""
         real = cplx = None
         if self.n_real:
-            a, f = _zoh_real(self.log_A, self.log_dt, self.sign)
+            a, f = zoh[0] or zoh_real(self.log_A, self.log_dt, self.sign)
             dtype = torch.float64 if wide else self.B.dtype
             B = f.to(dtype)[:, None] * _cast(self.B, dtype)  # (n_real, H)
             real = (a.to(dtype), B, _cast(self.C, dtype))
         if self.n_complex:
-            a, f = _zoh_complex(self.log_A_re, self.A_im, self.log_dt_cplx)
+            a, f = zoh[1] or zoh_complex(self.log_A_re, self.A_im, self.log_dt_cplx)
             dtype = torch.complex128 if wide else _complex_of(self.B_cplx.dtype)
             Bc = torch.view_as_complex(self.B_cplx.to(_real_of(dtype)))  # (n_complex, H)
             B = f.to(dtype)[:, None] * Bc
@@ -498,7 +499,7 @@ class DiagonalSSM(nn.Module):
             return fft_core
         return chunked_core  # T=None: the chunk length by L (auto_chunk)
 
-    def _projections(self):
+    def _projections(self, zoh=(None, None)):
         """Poles and the ONE input and ONE output projection of all modes together.
 
         Returns ``(a_r, a_c, W_in, W_out)``. ``v = x W_in^T`` holds the complex modes' inputs
@@ -507,9 +508,9 @@ class DiagonalSSM(nn.Module):
         an odd number of real ones, which keeps that view aligned); ``y = z W_out^T`` reads
         ``z = [view_as_real(s_c), s_r]``, with ``2 Re(C s) = 2 Re C Re s - 2 Im C Im s``.
         One matmul each way instead of one per group: with a few modes the small matmuls
-        cost more than the scans.
+        cost more than the scans. ``zoh`` as :meth:`_groups`.
         """
-        real, cplx = self._groups()
+        real, cplx = self._groups(zoh=zoh)
         H = self.d_model
         rows, cols, a_r, a_c = [], [], None, None
         if cplx is not None:

@@ -203,3 +203,52 @@ def test_a_decode_step_takes_one_token_streams_and_declines_the_rest():
             y, _ = adapters[name].step(x[:, 0], s0[name])
             assert out.shape == ((B, 1, H) if name == "a" else (B, H))
             assert (out.reshape(B, H) - (h[:, 0] + y)).abs().max().item() < TOL
+
+
+def test_one_row_decode_step_is_matrix_vector_where_the_products_use_the_blas():
+    """Batch 1: adapters whose products have at least ``_BLAS_MIN`` multiply-adds per group
+    step by ``addmv_`` on flat views (the rest, other dtypes and non-contiguous outputs by the
+    batched ``baddbmm_`` step), with the same result; a stream that is not one position of
+    width H is declined before anything is marked as run."""
+    from adapters._decode import _BLAS_MIN, DecodePlan, DecodeWeights, StateStack
+
+    torch.manual_seed(0)
+    W = 128
+    adapters = {"a": HRMAdapter(W, 4, gate_init=0.5),  # 512 multiply-adds: vector
+                "b": HRMAdapter(W, 3, gate_init=0.5, mode="complex"),  # (Re, Im): 768
+                "c": HRMAdapter(W, 2, gate_init=0.5)}  # 256 < _BLAS_MIN: batched
+    assert W * 2 < _BLAS_MIN <= W * 4
+    weights = DecodeWeights(list(adapters), [ad.decode_weights() for ad in adapters.values()])
+    s0 = {"a": torch.randn(1, 4), "b": torch.randn(1, 3, dtype=torch.complex64),
+          "c": torch.randn(1, 2)}
+    x, h = torch.randn(1, 1, W), torch.randn(1, 1, W)
+    with torch.no_grad():
+        plan = DecodePlan(weights, StateStack.gather(weights, s0, 1), None)
+        assert sorted(plan.vector) == ["a", "b"]
+        for bad in (torch.randn(1, 2, W), torch.randn(2, 1, W), torch.randn(1, 1, W + 1),
+                    torch.randn(0, W)):
+            assert plan.step("a", bad, torch.randn(bad.shape)) is None
+        assert plan.step("b", x, torch.randn(1, 2, W)) is None  # output of two positions
+        assert not any(plan.ran)
+        out = {"a": plan.step("a", x, h.clone()), "b": plan.step("b", x[:, 0], h[:, 0].clone()),
+               "c": plan.step("c", x, h.clone())}
+        assert plan.ran == [True, True, True]
+        for name, got in out.items():
+            y, _ = adapters[name].step(x[:, 0], s0[name])
+            assert got.shape == ((1, W) if name == "b" else (1, 1, W))
+            assert (got.reshape(1, W) - (h[:, 0] + y)).abs().max().item() < TOL
+        # a half-precision stream and a non-contiguous output take the batched step
+        plan = DecodePlan(weights, StateStack.gather(weights, s0, 1), None)
+        y, _ = adapters["a"].step(x[:, 0], s0["a"])
+        h2 = torch.randn(1, W, 2)[..., 0].unsqueeze(1)  # (1, 1, W), stride 2
+        got = plan.step("a", x, h2)
+        assert (got.reshape(1, W) - (h2[:, 0] + y)).abs().max().item() < TOL
+        plan = DecodePlan(weights, StateStack.gather(weights, s0, 1), None)
+        got = plan.step("a", x.to(torch.bfloat16), h.to(torch.bfloat16))
+        assert got.dtype == torch.bfloat16 and got.shape == (1, 1, W)
+        # reads="mlp_output": the stream is the output it is added to (read before written)
+        plan = DecodePlan(weights, StateStack.gather(weights, s0, 1), None)
+        y, _ = adapters["b"].step(h[:, 0], s0["b"])
+        hh = h.clone()
+        got = plan.step("b", hh, hh)
+        assert got is hh and (got[:, 0] - (h[:, 0] + y)).abs().max().item() < TOL

@@ -245,23 +245,28 @@ def _compiled_calls(model, x):
 @pytest.mark.parametrize("kind", [
     "llama", *(pytest.param(k, marks=pytest.mark.slow) for k in ("gpt2", "qwen2", "mistral"))])
 def test_no_more_graph_breaks_than_the_base_model(kind):
-    """Item 6 of issue 16: no host synchronisation (``Tensor.item()``) in the forward paths."""
+    """Item 6 of issue 16: no host synchronisation (``Tensor.item()``) in the forward paths.
+
+    Two layers (a prompt discretises all adapters at once) and two cases of the decode step:
+    two rows (``baddbmm_``) and one row with 32 modes (width 32: the matrix-vector step)."""
     from tests.adapters._tiny import tiny_causal_lm
 
-    counts = {}
-    for adapt in (False, True):
-        model = tiny_causal_lm(kind, layers=1)
-        if adapt:
-            inject(model, HRMConfig(d_state=4, gate_init=0.5))
+    for batch, d_state in ((2, 4), (1, 32)):
+        counts = {}
+        for adapt in (False, True):
+            model = tiny_causal_lm(kind, layers=2)
+            if adapt:
+                inject(model, HRMConfig(d_state=d_state, gate_init=0.5))
+            torch._dynamo.reset()
+            with torch.no_grad():
+                explained = torch._dynamo.explain(_compiled_calls)(model, ids(batch, 7))
+            counts[adapt] = explained.graph_break_count
+            reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
+            print(f"{kind} batch {batch} {'adapted' if adapt else 'base'}: "
+                  f"{explained.graph_break_count} graph breaks, {explained.graph_count} graphs "
+                  f"{reasons}")
         torch._dynamo.reset()
-        with torch.no_grad():
-            explained = torch._dynamo.explain(_compiled_calls)(model, ids(2, 7))
-        counts[adapt] = explained.graph_break_count
-        reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
-        print(f"{kind} {'adapted' if adapt else 'base'}: {explained.graph_break_count} graph "
-              f"breaks, {explained.graph_count} graphs {reasons}")
-    torch._dynamo.reset()
-    assert counts[True] <= counts[False]
+        assert counts[True] <= counts[False]
 
 
 def test_no_cache_deprecation_warning_from_our_code_paths(caplog):
