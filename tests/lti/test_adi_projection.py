@@ -72,3 +72,23 @@ def test_real_spectra_never_use_projection_shifts(monkeypatch):
         np.testing.assert_array_equal(a.Z, b.Z)
         np.testing.assert_array_equal(a.shifts, b.shifts)
         assert np.all(a.shifts.imag == 0)
+
+
+def test_numerically_nilpotent_dense_pattern_gets_smith_steps():
+    """A = Q N Q^T (lti.testing.strategies, fir family): a dense pattern, so not detected
+    as nilpotent, with Ritz values ~1e-8. They became shifts mu ~ 1.6e8, and the ADI
+    formulas lose |mu| eps: the factors' residuals were 5e-7 and 7e-7 while the ADI
+    residual read 1e-10, and the 'lower bound' HSVs exceeded the dense ones by 6e-7
+    relative. Shifts with |mu| > 1e4 are Smith steps now."""
+    from lti import DiscreteLTI, hankel_singular_values
+
+    A = np.array([[0.7019266410940084, -0.7925409109151478],
+                  [0.6216726514579474, -0.7019266410940083]])
+    B = np.array([[0.1257302210933933], [-0.1321048632913019]])
+    C = np.array([[0.6404226504432821, 0.10490011715303971]])
+    Fc, Fo = lowrank_gramian_factors(sp.csr_matrix(A), B, C)
+    assert max(Fc.rel_residual, Fo.rel_residual) < 1e-10
+    assert np.any(np.isinf(Fc.shifts))  # the Smith step
+    hs = hankel_singular_values(DiscreteLTI(sp.csr_matrix(A), B, C))
+    hd = hankel_singular_values(DiscreteLTI(A, B, C))
+    np.testing.assert_allclose(hs, hd, rtol=1e-10)
