@@ -26,7 +26,7 @@ from lti._smith import (
     stops_at_early_step,
     try_smith,
 )
-from lti._validation import stability_margin, unstable_message
+from lti._validation import balanced_margin, stability_margin, unstable_message
 from lti.exceptions import InvalidArgumentError, NonFiniteError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse, lowrank_factor, lowrank_gramian_factors
 from lti.lyapunov import SchurForm, lyapunov_factor, real_schur, solve_discrete_lyapunov
@@ -129,10 +129,13 @@ def stable_gramian_factors(
     if n == 0:
         return GramianFactors(np.zeros((0, 0)), np.zeros((0, 0)), 0.0, "diagonal")
     dense_only("stable_gramian_factors()", G)  # (was a bare TypeError from the norm below)
-    margin = stability_margin(n, float(np.linalg.norm(G.A if schur is None else schur.T)))
+    A0 = G.A if schur is None else schur.T  # (the matrix the margin is measured on)
+    margin = stability_margin(n, float(np.linalg.norm(A0)))
     modal = modal_form(G.A) if schur is None else None
     if modal is not None:  # (complex) diagonal: closed form from the generators (lti.modal)
         rho = float(np.max(np.abs(modal[0])))
+        if not rho < 1.0 - margin:  # (a badly scaled pair block: its balanced margin)
+            rho, margin = balanced_margin(A0, margin, rho)
         if not rho < 1.0 - margin:
             raise UnstableSystemError(
                 "infinite-horizon Gramians need a Schur-stable system: "
@@ -156,6 +159,8 @@ def stable_gramian_factors(
         if schur is None:
             schur = real_schur(G.A)
         rho = float(np.max(np.abs(schur.eigenvalues())))
+    if not rho < 1.0 - margin:  # a badly scaled A: the margin of its balanced form
+        rho, margin = balanced_margin(A0, margin, rho)
     if not rho < 1.0 - margin:
         raise UnstableSystemError(
             "infinite-horizon Gramians need a Schur-stable system: "

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.optimize import minimize_scalar
 
-from lti._validation import stability_margin, unstable_message
+from lti._validation import balanced_margin, stability_margin, unstable_message
 from lti.balanced import hankel_singular_values
 from lti.exceptions import InvalidArgumentError, NonFiniteError, SolverError, UnstableSystemError
 from lti.lowrank import dense_only, is_sparse
@@ -43,6 +43,8 @@ def _require_stable(G: DiscreteLTI, what: str) -> None:
     rho = G.spectral_radius()
     A = G.A.toarray() if is_sparse(G.A) else G.A
     margin = stability_margin(G.n, _fro(A))
+    if not rho < 1.0 - margin:  # a badly scaled A: the margin of its balanced form
+        rho, margin = balanced_margin(A, margin, rho)
     if not rho < 1.0 - margin:
         raise UnstableSystemError(
             f"the {what} is defined for Schur-stable systems only: "

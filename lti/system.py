@@ -29,6 +29,7 @@ from lti._validation import (
     as_float_matrix,
     as_float_vector,
     as_real_array,
+    balanced_margin,
     check_square,
     first_nonfinite,
     spectral_radius,
@@ -221,7 +222,8 @@ class DiscreteLTI:
         -------
         bool
             ``self.spectral_radius() < 1 - margin`` with the margin
-            ``8 n eps max(||A||_F, 1)`` of :func:`lti._validation.stability_margin`: an
+            ``8 n eps max(||A||_F, 1)`` of :func:`lti._validation.stability_margin` (of
+            the diagonally balanced ``A`` when that is smaller, :func:`balanced_margin`): an
             eigenvalue that close to the unit circle cannot be told from one on it (a
             rotation's computed radius is often ``1 - 2e-16``), and the Gramian and norm
             functions refuse it, so ``is_stable()`` says False for it (control's
@@ -230,7 +232,10 @@ class DiscreteLTI:
         dense_only("is_stable()", self)
         with np.errstate(over="ignore"):
             norm_A = float(np.linalg.norm(self.A))
-        return bool(self.spectral_radius() < 1.0 - stability_margin(self.n, norm_A))
+        rho, margin = self.spectral_radius(), stability_margin(self.n, norm_A)
+        if not rho < 1.0 - margin:  # a badly scaled A: the margin of its balanced form
+            rho, margin = balanced_margin(self.A, margin, rho)
+        return bool(rho < 1.0 - margin)
 
     # ------------------------------------------------------------- responses
     def markov(self, k: int) -> np.ndarray:
@@ -388,6 +393,12 @@ class DiscreteLTI:
         -------
         DiscreteLTI
             The same input-output system in the new coordinates.
+
+        Raises
+        ------
+        InvalidArgumentError
+            `T` singular, or numerically singular: reciprocal condition number (1-norm,
+            LAPACK ``gecon``) at most ``eps``, where ``T^{-1}`` has no correct digit.
         """
         dense_only("similarity()", self)
         T = as_float_matrix("T", T)
@@ -401,6 +412,12 @@ class DiscreteLTI:
             raise InvalidArgumentError("`T` must be invertible") from exc
         if self.n and np.min(np.abs(np.diag(lu[0]))) == 0.0:
             raise InvalidArgumentError("`T` must be invertible; got a singular matrix")
+        if self.n:  # numerically singular: T^{-1} A T would be noise (entries ~ 1/eps)
+            rcond, _ = sla.lapack.dgecon(lu[0], float(np.abs(T).sum(axis=0).max()), norm="1")
+            if not rcond > np.finfo(np.float64).eps:
+                raise InvalidArgumentError(
+                    "`T` must be invertible; got a numerically singular matrix (reciprocal "
+                    f"condition number {rcond:.3g} <= eps)")
         TiAB = sla.lu_solve(lu, np.hstack([self.A @ T, self.B]), check_finite=False)
         return DiscreteLTI(TiAB[:, : self.n], TiAB[:, self.n :], self.C @ T, self.D, self.dt)
 

@@ -456,3 +456,85 @@ def test_smith_factor_refuses_an_inaccurate_factor(transpose):
         X = L @ L.T
         assert np.linalg.norm(M @ X @ M.T - X + B @ B.T) <= 1e-13 * (
             np.linalg.norm(M) ** 2 * np.linalg.norm(X))
+
+
+# ------------------------------------------- stability margin of badly scaled realisations
+
+
+@pytest.mark.parametrize("big", [1e12, 1e14])
+def test_badly_scaled_state_is_not_a_pole_on_the_circle(big):
+    """``[[0.999, big], [0, 0.5]]`` (a state in units ``big`` times too small) is the system
+    ``[[0.999, 1], [0, 0.5]]`` with C scaled: the rounding margin 8 n eps ||A||_F (3.5e-3 at
+    1e12) refused it as a pole on the circle in is_stable, hinf_norm, h2_norm, the HSVs and
+    the Gramians, while its balanced form passed."""
+    from lti import controllability_gramian, h2_norm, hinf_norm, solve_discrete_lyapunov
+
+    A = np.array([[0.999, big], [0.0, 0.5]])
+    G = DiscreteLTI(A, [[0.0], [1.0]], [[1.0, 0.0]])
+    H = DiscreteLTI([[0.999, 1.0], [0.0, 0.5]], [[0.0], [1.0]], [[big, 0.0]])
+    assert G.is_stable() and H.is_stable()
+    assert hinf_norm(G).value == pytest.approx(hinf_norm(H).value, rel=1e-12)
+    assert h2_norm(G) == pytest.approx(h2_norm(H), rel=1e-12)
+    np.testing.assert_allclose(hankel_singular_values(G), hankel_singular_values(H), rtol=1e-10)
+    res = balanced_truncation(G, order=1)
+    assert res.n_unstable == 0 and res.order == 1
+    P = controllability_gramian(G)
+    np.testing.assert_allclose(A @ P @ A.T - P + G.B @ G.B.T, 0.0, atol=1e-12 * np.abs(P).max())
+    X = solve_discrete_lyapunov(A, np.eye(2))
+    assert np.abs(A @ X @ A.T - X + np.eye(2)).max() <= 1e-12 * np.abs(X).max()
+
+
+def test_a_pole_on_the_circle_is_still_refused_when_badly_scaled():
+    """The balanced margin is no licence: a rotation (|lambda| = 1) with a badly scaled state
+    is refused as before, and so is 1 - 1e-16."""
+    from lti import hinf_norm
+    from lti.exceptions import UnstableSystemError
+
+    c, s = np.cos(0.3), np.sin(0.3)
+    S = np.diag([1.0, 2.0**40])
+    A = np.linalg.solve(S, np.array([[c, -s], [s, c]]) @ S)
+    G = DiscreteLTI(A, [[1.0], [0.0]], [[1.0, 0.0]])
+    assert not G.is_stable()
+    with pytest.raises(UnstableSystemError):
+        hinf_norm(G)
+    J = np.array([[1.0 - 1e-16, 1e12], [0.0, 0.5]])
+    assert not DiscreteLTI(J, [[0.0], [1.0]], [[1.0, 0.0]]).is_stable()
+
+
+def test_badly_scaled_dense_unstable_system_is_refused():
+    """The balanced margin comes with the balanced matrix's own spectral radius: a dense,
+    badly scaled A with an eigenvalue 1 + 1e-5 (whose unbalanced Schur eigenvalues are only
+    as good as eps ||A||_F) is refused everywhere, and its stable twin 1 - 1e-5 accepted."""
+    from lti import hinf_norm
+    from lti.exceptions import UnstableSystemError
+
+    rng = np.random.default_rng(6)
+    Q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    S = np.diag([1.0, 1e6, 1e12])
+    for lam, stable in ((1.0 + 1e-5, False), (1.0 - 1e-5, True)):
+        M = Q @ np.diag([lam, 0.5, 0.3]) @ Q.T
+        A = np.linalg.solve(S, M @ S)
+        G = DiscreteLTI(A, np.linalg.solve(S, np.ones((3, 1))), np.ones((1, 3)) @ S)
+        assert G.is_stable() is stable
+        if stable:
+            ref = hinf_norm(DiscreteLTI(M, np.ones((3, 1)), np.ones((1, 3)))).value
+            assert hinf_norm(G).value == pytest.approx(ref, rel=1e-6)
+        else:
+            with pytest.raises(UnstableSystemError):
+                hinf_norm(G)
+            with pytest.raises(UnstableSystemError):
+                hankel_singular_values(G)
+
+
+def test_similarity_refuses_a_numerically_singular_t():
+    """T = [[1, 1], [1, 1 + 2^-52]] (rcond ~ 5e-17) was accepted: T^{-1} A T with entries
+    ~ 1e16 of no correct digit, a system that only looked like the original."""
+    from lti.exceptions import InvalidArgumentError
+
+    A, B, C, _ = _abc(n=2)
+    G = DiscreteLTI(A, B, C)
+    with pytest.raises(InvalidArgumentError, match="numerically singular .*reciprocal"):
+        G.similarity([[1.0, 1.0], [1.0, 1.0 + 2.0**-52]])
+    H = G.similarity([[1.0, 1.0], [1.0, 1.0 + 1e-4]])  # ill-conditioned but usable
+    np.testing.assert_allclose(H.frequency_response([0.4]), G.frequency_response([0.4]),
+                               rtol=1e-6)
