@@ -223,7 +223,7 @@ class DiscreteLTI:
         bool
             ``self.spectral_radius() < 1 - margin`` with the margin
             ``8 n eps max(||A||_F, 1)`` of :func:`lti._validation.stability_margin` (of
-            the diagonally balanced ``A`` when that is smaller, :func:`balanced_margin`): an
+            the diagonally balanced ``A`` when smaller, :func:`lti._validation.balanced_margin`): an
             eigenvalue that close to the unit circle cannot be told from one on it (a
             rotation's computed radius is often ``1 - 2e-16``), and the Gramian and norm
             functions refuse it, so ``is_stable()`` says False for it (control's
@@ -364,7 +364,9 @@ class DiscreteLTI:
         if U.ndim == 1 and self.m == 1:
             U = U[:, None]
         if U.ndim != 2 or U.shape[1] != self.m:
-            raise ShapeError(f"`u` must have shape (T, m={self.m}); got shape {U.shape}")
+            hint = ("; python-control's layout (m, T)? pass `u.T`"
+                    if U.ndim == 2 and U.shape[0] == self.m else "")
+            raise ShapeError(f"`u` must have shape (T, m={self.m}); got shape {U.shape}{hint}")
         if not np.all(np.isfinite(U)):
             raise InvalidArgumentError(f"`u` must be finite; got {first_nonfinite(U)}")
         if x0 is None:

@@ -538,3 +538,19 @@ def test_similarity_refuses_a_numerically_singular_t():
     H = G.similarity([[1.0, 1.0], [1.0, 1.0 + 1e-4]])  # ill-conditioned but usable
     np.testing.assert_allclose(H.frequency_response([0.4]), G.frequency_response([0.4]),
                                rtol=1e-6)
+
+
+def test_simulate_names_the_control_layout():
+    """control.forced_response takes U as (m, T): passing that layout said only 'must have
+    shape (T, m=2)'."""
+    from lti.exceptions import ShapeError
+
+    A, B, C, D = _abc()
+    G = DiscreteLTI(A, B, C, D)
+    U = np.ones((2, 7))  # (m, T)
+    with pytest.raises(ShapeError, match=r"layout \(m, T\)\? pass `u.T`"):
+        G.simulate(U)
+    assert G.simulate(U.T).shape == (7, 3)
+    with pytest.raises(ShapeError) as info:
+        G.simulate(np.ones((7, 3)))  # neither layout: no hint
+    assert "u.T" not in str(info.value)
