@@ -314,7 +314,8 @@ def balanced_margin(A: np.ndarray, margin: float, rho: float) -> tuple[float, fl
     n = A.shape[0] if A.ndim == 2 else 0
     if n < 2 or sp.issparse(A) or not np.isfinite(A).all():
         return rho, margin
-    _, (scale, _) = sla.matrix_balance(A, permute=False, separate=True)
+    with np.errstate(invalid="ignore"):  # (scipy casts the unused permutation: a warning)
+        _, (scale, _) = sla.matrix_balance(A, permute=False, separate=True)
     if np.all(scale == 1.0):
         return rho, margin
     balanced = A * (1.0 / scale)[:, None] * scale[None, :]

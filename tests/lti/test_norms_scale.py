@@ -71,13 +71,17 @@ def test_h2_norm_sparse_scales():
 
 def test_stability_check_without_overflow_warning():
     # ||A||_F of a matrix with a 1e160 entry: np.linalg.norm overflowed (RuntimeWarning, inf
-    # margin); the check is the same typed refusal without the warning (the pole 0.5 of this
-    # Jordan-like block is not separable from the circle at that non-normality)
+    # margin); no warning either way now. The pole 0.5 of this triangular block is exact and
+    # the same system in balanced units, [[0.5, 0.71], [0, 0.5]], separates it from the
+    # circle (lti._validation.balanced_margin: it was refused as within the margin before);
+    # a pole within rounding of the circle is refused at that scaling as well
     G = DiscreteLTI([[0.5, 1e160], [0.0, 0.5]], [[0.0], [1.0]], [[1.0, 0.0]])
+    H = DiscreteLTI([[1.0 - 2.0**-52, 1e160], [0.0, 0.5]], [[0.0], [1.0]], [[1.0, 0.0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        _require_stable(G, "H2 norm")
         with pytest.raises(UnstableSystemError, match="rounding margin"):
-            _require_stable(G, "H2 norm")
+            _require_stable(H, "H2 norm")
 
 
 @pytest.mark.parametrize("zero", ["B", "C"])
