@@ -315,7 +315,7 @@ def auto_shifts(A: sp.csr_matrix, B: np.ndarray, solves: ShiftedSolves, tol: flo
             cost = (J - 1) * t_lu + 2.0 * cycles * J * t_sol
             if best is None or cost < best[0]:
                 best = (cost, P)
-        P = best[1]
+        P = _smith_for_fast_modes(best[1])  # (log-spaced: p = -1 when a b = 1)
     else:
         solves.adaptive = True  # stalled cycles get projection shifts (lti.lowrank)
         J = n_shifts or 10

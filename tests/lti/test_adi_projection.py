@@ -92,3 +92,21 @@ def test_numerically_nilpotent_dense_pattern_gets_smith_steps():
     hs = hankel_singular_values(DiscreteLTI(sp.csr_matrix(A), B, C))
     hd = hankel_singular_values(DiscreteLTI(A, B, C))
     np.testing.assert_allclose(hs, hd, rtol=1e-10)
+
+
+def test_log_spaced_shift_at_p_minus_one_is_a_smith_step():
+    """n = 1, a = -0.892: the real branch's shifts are log-spaced on [|f(1/a)|, |f(a)|],
+    whose product is 1, so the middle one was p = -1 up to rounding, mu = 1.8e16: the
+    factor's residual was 0.25 while the ADI residual read 1e-10, the sparse HSV 25 % too
+    large (lti.testing.strategies, diagonal family, 2 inputs, 3 outputs)."""
+    from lti import DiscreteLTI, hankel_singular_values
+
+    A = np.array([[-0.8924678822839213]])
+    B = np.array([[0.3826778866523825, -0.15702841896628855]])
+    C = np.array([[-1.2993161348233924], [0.9312383073910108], [0.23518692061331095]])
+    exact = np.sqrt((B @ B.T)[0, 0] * (C.T @ C)[0, 0]) / (1.0 - A[0, 0] ** 2)
+    Fc, Fo = lowrank_gramian_factors(sp.csr_matrix(A), B, C)
+    assert max(Fc.rel_residual, Fo.rel_residual) < 1e-10
+    assert np.all(np.abs(Fc.shifts[np.isfinite(Fc.shifts)]) < 1e4)
+    hs = hankel_singular_values(DiscreteLTI(sp.csr_matrix(A), B, C))
+    np.testing.assert_allclose(hs, [exact], rtol=1e-10)
