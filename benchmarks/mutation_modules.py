@@ -50,6 +50,7 @@ MODULES: dict[str, list[str]] = {
         "tests/lti/test_system.py", "tests/lti/test_audit2_system.py",
         "tests/lti/test_audit3_system.py", "tests/lti/test_xcheck_freq.py",
         "tests/lti/test_audit3_inputs.py", "tests/lti/test_mutants_system.py",
+        "tests/lti/test_audit4_dense.py",  # (from run 4 on) the chunked, refined response
     ],
     "lti/_convert.py": [
         "tests/lti/test_system.py", "tests/lti/test_audit2_system.py",
@@ -110,6 +111,9 @@ REASONS = {
     "rare": "reachable only in a corner case named in the note; no cheap test found",
     "estimate": "an a-priori estimate changed by a small factor; the certified values the "
                 "tests measure are still bounds",
+    "later-code": "NOT TRIAGED: code that changed on main during this session, after the "
+                  "test selection was chosen (its own tests may lie outside the selection); "
+                  "left for the next run (the note names the change)",
     "killed-later": "killed by a test added after this run (named in the note), checked by "
                     "applying the mutant by hand (`mutmut apply`) and running that test",
 }
@@ -117,6 +121,27 @@ REASONS = {
 #: (module, function, diff) -> (reason, note). The diff is the record's one-line form
 #: (``- old | + new``).
 TRIAGE: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+
+#: (module, function) -> note: survivors of these functions without a TRIAGE entry are
+#: reported under "later-code" (new code, not triaged in this session)
+LATE: dict[tuple[str, str], str] = {
+    ("adapters/io.py", "_check_stored_adapters"): "4f95be8 (stale adapter tensors in the model "
+        "weights; its test, tests/adapters/test_audit5_stale_pair.py, is not in the "
+        "selection)",
+    ("adapters/io.py", "load_adapter"): "4f95be8",
+    ("lti/_response.py", "schur_response"): "b7889b3 / 39360f9 (refinement, chunking)",
+    ("lti/_response.py", "_back_substitute"): "b7889b3",
+    ("lti/_response.py", "_real_times_complex"): "b7889b3",
+    ("lti/hankel.py", "_glover_constant"): "cc03ee2 (removed-HSV accounting of Glover's bound)",
+    ("lti/hankel.py", "_approximant"): "cc03ee2",
+    ("lti/hankel.py", "_verified"): "cc03ee2",
+    ("lti/hankel.py", "_checked"): "cc03ee2",
+    ("lti/hankel.py", "_balanced_continuous"): "63c5b7f (HSV floor / (1 - rho^2)) and kappa "
+        "variants of the rounding estimate",
+    ("lti/hankel.py", "hankel_norm_approximation"): "63c5b7f, cc03ee2",
+    ("lti/hankel.py", "_tie_block"): "(the upper end of the tie loop: `<` at an exact gap only)",
+}
 
 
 def _t(module: str, function: str, diffs, reason: str, note: str = "") -> None:
@@ -208,6 +233,12 @@ _t(_V, "import_control", [f"- '{_lit}' | + None", f"- '{_lit}' | + '{_lit.upper(
    "killed-later", _KV)
 _t(_V, "import_control", f"- '{_lit}' | + 'XX{_lit}XX'", "message", "characters around the "
    "install command, which is still there (the test asserts it)")
+
+
+_t(_V, "check_dt", "- dt = math.inf | + dt = None", "killed-later",
+   "tests/lti/test_mutants_system.py::test_a_sampling_time_beyond_the_float_range_is_refused_typed "
+   "(dt = 10**400: TypeError from np.isfinite under the mutant, applied by hand to a copy of "
+   "lti/: 1 failed)")
 
 
 # adapters/io.py (run 1 on main a44e713)
@@ -614,7 +645,9 @@ def report(module: str) -> int:
                   key=lambda n: (_function(n), _number(n)))
     by = defaultdict(list)
     for n in left:
-        by[TRIAGE.get((module, _function(n), mutants[n]["diff"]), ("UNTRIAGED", ""))[0]].append(n)
+        late = LATE.get((module, _function(n)))
+        by[TRIAGE.get((module, _function(n), mutants[n]["diff"]),
+                      ("later-code" if late else "UNTRIAGED", ""))[0]].append(n)
     out += ["", f"## Survivors ({len(left)}), by reason", ""]
     for reason in [*REASONS, "UNTRIAGED"]:
         if not by.get(reason):
@@ -622,7 +655,8 @@ def report(module: str) -> int:
         out += [f"### {reason} ({len(by[reason])})", "",
                 REASONS.get(reason, "no reason recorded yet"), ""]
         for n in by[reason]:
-            note = TRIAGE.get((module, _function(n), mutants[n]["diff"]), ("", ""))[1]
+            note = TRIAGE.get((module, _function(n), mutants[n]["diff"]),
+                              ("", LATE.get((module, _function(n)), "")))[1]
             out.append(f"- `{_function(n)}` #{_number(n)} ({_final(mutants[n])}): "
                        f"`{mutants[n]['diff']}`" + (f" — {note}" if note else ""))
         out.append("")

@@ -108,3 +108,9 @@ def test_markov_overflow_of_a_mimo_system_names_the_first_index():
     assert str(e.value).startswith("C A^i B overflowed float64 at i = 2 of k = 4 "
                                    "(spectral radius of `A` 1e+200)")
     assert "rescale B, C" in str(e.value)
+
+
+def test_a_sampling_time_beyond_the_float_range_is_refused_typed():
+    with pytest.raises(InvalidArgumentError, match=r"^`dt` must be True or a positive number; "
+                                                   r"got inf$"):
+        DiscreteLTI([[0.5]], [[1.0]], [[1.0]], dt=10**400)
