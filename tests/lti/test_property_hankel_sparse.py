@@ -79,7 +79,9 @@ def _check_sparse(G, r):
         hd = hankel_singular_values(G)
         k = hs.size
         # lower bounds of the dense HSVs, equal to them up to rounding and the residual
-        assert np.all(hs <= hd[:k] * (1 + 1e-8) + 1e-10 * hd[0]), _reproducer(G, r)
+        # (ADI tol 1e-10: a 3-state nilpotent A's sigma_3 = 1.7e-5 sigma_1 is 9.6e-11
+        # sigma_1 above the dense one; the defects this caught were 6e-7 and 25 %)
+        assert np.all(hs <= hd[:k] * (1 + 1e-8) + 1e-9 * hd[0]), _reproducer(G, r)
         lead = hd[:k] >= 1e-6 * hd[0]
         assert np.all(np.abs(hs - hd[:k])[lead] <= 1e-6 * hd[0]), _reproducer(G, r)
         if not 0 < r <= k:
