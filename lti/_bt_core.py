@@ -37,7 +37,8 @@ _SAFE_LO, _SAFE_HI = 2.0 ** -200, 2.0 ** 200
 
 #: From this order on, reduce_stable computes all HSVs but only the kept singular vectors
 #: (lti._svd_lead: dqds values, inverse iteration for the vectors, checked; else dgesdd).
-LEAD_MIN_N = 96  # (n = 64: no gain in context, +50 us paired; n = 128: -200..-400 us)
+LEAD_MIN_N = 32  # (in context, rho = 0.9999, r = n / 4, paired with dgesdd: n = 32, 48, 64
+# -26, -29, -95..-108 us since its LAPACK calls take raw addresses; n = 128: -200..-400 us)
 
 
 def hsv_svd(Lc: np.ndarray, Lo: np.ndarray, n: int):
@@ -100,10 +101,11 @@ def projections(Lc, Lo, U, s, Vt, lo, hi, method):
     Z = orth(Lc @ V)  # (n, k), orthonormal
     W = orth(Lo @ Uk)  # (n, k), orthonormal
     M = W.T @ Z  # (k, k), = R_W^{-T} Sigma R_Z^{-1}: nonsingular for sigma_k > 0
-    try:
-        Ti = np.linalg.solve(M, W.T)
-    except np.linalg.LinAlgError as exc:  # pragma: no cover - sigma_k > 0
-        raise SolverError("balancing-free square root: W^T Z is singular") from exc
+    # LAPACK dgesv (np.linalg.solve's algorithm; numpy's and scipy's LAPACK builds can
+    # differ in the last bit) without np.linalg.solve's wrapper (~5 us at k = 16)
+    Ti, info = lapack.dgesv(M, W.T)[2:]
+    if info != 0:  # pragma: no cover - sigma_k > 0
+        raise SolverError(f"balancing-free square root: W^T Z is singular (dgesv info={info})")
     return Z, Ti, fro_product(Z, Ti)
 
 
@@ -146,15 +148,17 @@ def orth(M: np.ndarray) -> np.ndarray:
 def _power_norm_py(L):
     """The power iteration of :func:`norm2` on ``K = L^T L`` applied as ``L^T (L x)`` (``L``
     (n, k), C order): started from ``K``'s column with the largest diagonal entry, at most
-    20 steps, until the estimate changes by at most 1e-3 of itself; -1.0 when an iterate
-    vanishes (the caller then returns ``max |L|``). Compiled by :mod:`lti._jit` (no
+    20 steps, until the estimate changes by at most 1e-3 of itself: ``(estimate, max
+    |L|)``, the estimate -1.0 when an iterate vanishes (the caller then returns ``max |L|``;
+    it is read on the way, no ``abs(L)`` temporary). Compiled by :mod:`lti._jit` (no
     ``K``: ``2 n k`` flops per step and no Python per step); also runs as plain Python."""
     n, k = L.shape
-    jb, best = 0, -1.0
+    jb, best, big = 0, -1.0, 0.0
     for j in range(k):  # K's diagonal: the squared column norms
         t = 0.0
         for i in range(n):
             t += L[i, j] * L[i, j]
+            big = max(big, abs(L[i, j]))
         if t > best:
             jb, best = j, t
     x = np.empty(k)
@@ -174,7 +178,7 @@ def _power_norm_py(L):
             nx += x[j] * x[j]
         nx = np.sqrt(nx)
         if nx == 0.0:
-            return -1.0
+            return -1.0, big
         for j in range(k):
             x[j] /= nx
         if step > 0:
@@ -187,7 +191,7 @@ def _power_norm_py(L):
                 for j in range(k):
                     t += L[i, j] * x[j]
                 y[i] = t
-    return est
+    return est, big
 
 
 _power_norm = kernel(_power_norm_py, fastmath=True)
@@ -203,16 +207,20 @@ def norm2(L: np.ndarray) -> float:
         return 0.0
     if L.ndim == 2 and L.strides[0] < 0 and L[::-1].flags.c_contiguous:
         L = L[::-1]  # the Schur path's row-reversed Lc: the rows' order does not change K
+    formed = L.shape[1] <= 128
+    kern = _power_norm.compiled() if formed else None  # (above: BLAS's matrix-vector
+    if kern is not None and L.dtype == np.float64 and L.flags.c_contiguous:  # products
+        est, big = kern(L)  # (max |L| read by the kernel)      # are faster than its loops)
+        if _SAFE_LO < big < _SAFE_HI:
+            return max(float(est), big)
     big = float(abs(L).max())
     if not _SAFE_LO < big < _SAFE_HI:  # L^T L would over/underflow: scale by a power of 2
         if big == 0.0 or not math.isfinite(big):
             return big
         e = math.frexp(big)[1]  # exact scaling: the estimate of L 2^-e, times 2^e
         return math.ldexp(norm2(np.ldexp(L, -e)), e)
-    formed = L.shape[1] <= 128
-    kern = _power_norm.compiled() if formed else None  # (above: BLAS's matrix-vector
-    if kern is not None:                                 # products are faster than its loops)
-        return max(float(kern(np.ascontiguousarray(L, dtype=np.float64))), big)
+    if kern is not None:
+        return max(float(kern(np.ascontiguousarray(L, dtype=np.float64))[0]), big)
     if not (L.flags.c_contiguous or L.flags.f_contiguous):
         # e.g. the Schur path's row-reversed Lc: strided matrix-vector products do not go
         # through BLAS (n = 256: 0.53 ms with the view, 0.15 ms with the copy)
@@ -307,8 +315,8 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     # half a dgesdd, wasted when dgesdd has to follow)
     if (n >= LEAD_MIN_N and rule.order is not None and rule.order <= MAX_VECTORS
             and not match_dc and Lc.shape == (n, n) and Lo.shape == (n, n)):
-        M = (Lc.T @ Lo).T  # Lo^T Lc: all values now, the kept vectors after the order
-        lead = LeadingSVD(M)
+        # M = Lo^T Lc (formed in LeadingSVD's block): all values now, the kept vectors
+        lead = LeadingSVD(None, (Lc, Lo))  # after the order
         if lead.values is None:
             lead = None
     if lead is None:
@@ -316,7 +324,7 @@ def reduce_stable(G: DiscreteLTI | Realisation, Lc, Lo, rule: Rule, method, matc
     else:
         hsv = s = lead.values
     tail = np.zeros(n + 1)  # tail[k] = sum_{i>=k} sigma_i, tail[n] = 0
-    np.cumsum(hsv[::-1], out=tail[n - 1 :: -1] if n else tail[:0])
+    hsv[::-1].cumsum(out=tail[n - 1 :: -1] if n else tail[:0])  # (np.cumsum, no wrapper)
     bounds = 2.0 * tail  # (n + 1,)
     floor = noise_floor(hsv, Lc, Lo, rho, exact_schur)
     nmin = int(np.count_nonzero(hsv > floor))

@@ -28,6 +28,7 @@ __all__ = [
     "schur_form_factor",
 ]
 
+_EPS = float(np.finfo(np.float64).eps)
 _PANEL = 64  # steps between re-packing the active block in Hammarling's method
 _JIT_ROWS = 512  # compiled kernel: the rows whose active block is at most this size
 
@@ -344,7 +345,7 @@ def schur_form_factor(schur, Bs: np.ndarray, transpose: bool) -> tuple[np.ndarra
         # lti.gramians (largest entry exactly 1) that is sqrt(c . c), bit for bit
         nrm = math.sqrt(float(c.dot(c))) if float(abs(c).max(initial=0.0)) == 1.0 else (
             _scaled_unit(c)[0])
-        negligible = 1e-3 * np.finfo(np.float64).eps * nrm
+        negligible = 1e-3 * _EPS * nrm
         WH = np.asfortranarray(WH)
         out = real_hammarling(WH, C, negligible)
         if out is not None:

@@ -121,6 +121,9 @@ def _real_rows_py(WH, c, m, U, negligible):
     r1 = np.zeros(n)
     v0 = np.zeros(n)
     v1 = np.zeros(n)
+    dq = np.zeros(n)  # step 4, per column: the reflections' dot products
+    z1 = np.zeros(n)
+    zc = np.zeros((m, n))
     q0 = np.zeros(m + 2)
     q1 = np.zeros(m + 2)
     h1 = np.zeros(m + 2)
@@ -280,24 +283,30 @@ def _real_rows_py(WH, c, m, U, negligible):
         if k == 0:
             break
         # ---------------------------------------------------------------- 3.
-        # right-hand side Q11^T U11 a12 + Q21^T C2, a12[r, q] = A[j + r, o + q]
-        for q in range(k):
-            col = m * (o + q)
-            if p == 1:
-                acc = P[0, 0] * WH[o + q, j]
-                for i in range(m):
-                    acc += q0[1 + i] * c[i + col]
-                r0[q] = acc
-            else:
+        # right-hand side Q11^T U11 a12 + Q21^T C2, a12[r, q] = A[j + r, o + q] (the
+        # columns side by side, as in step 4)
+        if p == 1:
+            p00 = P[0, 0]
+            for q in range(k):
+                r0[q] = p00 * WH[o + q, j]
+            for i in range(m):
+                qi = q0[1 + i]
+                for q in range(k):
+                    r0[q] += qi * c[i + m * (o + q)]
+        else:
+            p00, p01, p10, p11 = P[0, 0], P[0, 1], P[1, 0], P[1, 1]
+            for q in range(k):
                 x0 = WH[o + q, j]
                 x1 = WH[o + q, j + 1]
-                s0 = P[0, 0] * x0 + P[0, 1] * x1
-                t1 = P[1, 0] * x0 + P[1, 1] * x1
-                for i in range(m):
-                    s0 += q0[2 + i] * c[i + col]
-                    t1 += q1[2 + i] * c[i + col]
-                r0[q] = s0
-                r1[q] = t1
+                r0[q] = p00 * x0 + p01 * x1
+                r1[q] = p10 * x0 + p11 * x1
+            for i in range(m):
+                qi, qi1 = q0[2 + i], q1[2 + i]
+                for q in range(k):
+                    ci = c[i + m * (o + q)]
+                    r0[q] += qi * ci
+                    r1[q] += qi1 * ci
+        for q in range(k):
             acc0[q] = 0.0
             acc1[q] = 0.0
         q00, q01, q10, q11 = Q11[0, 0], Q11[0, 1], Q11[1, 0], Q11[1, 1]
@@ -353,62 +362,81 @@ def _real_rows_py(WH, c, m, U, negligible):
                     v0[qq + 1] = acc0[qq + 1] + x00 * b01 + x01 * b11
                     v1[qq + 1] = acc1[qq + 1] + x10 * b01 + x11 * b11
                     r0[qq], r1[qq], r0[qq + 1], r1[qq + 1] = x00, x10, x01, x11
-            # acc[:, q] += X A22[qq:qq+w, q] for the later columns (fused, vectorised)
+            # acc[:, q] += X A22[qq:qq+w, q] for the later columns (fused, vectorised; indices,
+            # not slices: a view per block pair costs its reference counting, ~6 us at n = 64)
             lo = qq + w
-            w0 = WH[o + lo :, iq]
-            a0 = acc0[lo:k]
             if w == 1:
                 if p == 1:
-                    for q in range(w0.shape[0]):
-                        a0[q] += x00 * w0[q]
+                    for q in range(lo, k):
+                        acc0[q] += x00 * WH[o + q, iq]
                 else:
-                    a1 = acc1[lo:k]
-                    for q in range(w0.shape[0]):
-                        t = w0[q]
-                        a0[q] += x00 * t
-                        a1[q] += x10 * t
+                    for q in range(lo, k):
+                        t = WH[o + q, iq]
+                        acc0[q] += x00 * t
+                        acc1[q] += x10 * t
             else:
-                w1 = WH[o + lo :, iq + 1]
                 if p == 1:
-                    for q in range(w0.shape[0]):
-                        a0[q] += x00 * w0[q] + x01 * w1[q]
+                    for q in range(lo, k):
+                        acc0[q] += x00 * WH[o + q, iq] + x01 * WH[o + q, iq + 1]
                 else:
-                    a1 = acc1[lo:k]
-                    for q in range(w0.shape[0]):
-                        t, t1 = w0[q], w1[q]
-                        a0[q] += x00 * t + x01 * t1
-                        a1[q] += x10 * t + x11 * t1
+                    for q in range(lo, k):
+                        t, t1 = WH[o + q, iq], WH[o + q, iq + 1]
+                        acc0[q] += x00 * t + x01 * t1
+                        acc1[q] += x10 * t + x11 * t1
             qq += w
         # ---------------------------------------------------------------- 4.
-        for q in range(k):
-            col = m * (o + q)
-            if p == 1:
-                y = U11[0, 0] * WH[o + q, j] + v0[q]
-                dot = h1[0] * y
-                for i in range(m):
-                    dot += h1[1 + i] * c[i + col]
-                dot *= tau1
-                for i in range(m):
-                    c[i + col] -= dot * h1[1 + i]
-            else:
-                x0 = WH[o + q, j]
+        # C2 <- rows of Q^T [U11 a12 + V; C2], each column q as before but the columns side
+        # by side (q innermost: the same operations per column, vectorised; ~12 us less)
+        if p == 1:
+            u00 = U11[0, 0]
+            for q in range(k):
+                dq[q] = h1[0] * (u00 * WH[o + q, j] + v0[q])
+            for i in range(m):
+                hi = h1[1 + i]
+                for q in range(k):
+                    dq[q] += hi * c[i + m * (o + q)]
+            for q in range(k):
+                dq[q] *= tau1
+            for i in range(m):
+                hi = h1[1 + i]
+                for q in range(k):
+                    c[i + m * (o + q)] -= dq[q] * hi
+        else:
+            u00, u01, u11 = U11[0, 0], U11[0, 1], U11[1, 1]
+            for q in range(k):
                 x1 = WH[o + q, j + 1]
-                z[0] = U11[0, 0] * x0 + U11[0, 1] * x1 + v0[q]
-                z[1] = U11[1, 1] * x1 + v1[q]
-                for i in range(m):
-                    z[2 + i] = c[i + col]
-                dot = 0.0
-                for i in range(m + 2):
-                    dot += h1[i] * z[i]
-                dot *= tau1
-                for i in range(m + 2):
-                    z[i] -= dot * h1[i]
-                dot = 0.0
-                for i in range(1, m + 2):
-                    dot += h2[i] * z[i]
-                dot *= tau2
-                for i in range(2, m + 2):
-                    c[i - 2 + col] = z[i] - dot * h2[i]
+                z0q = u00 * WH[o + q, j] + u01 * x1 + v0[q]
+                z1q = u11 * x1 + v1[q]
+                t = 0.0
+                t += h1[0] * z0q
+                t += h1[1] * z1q
+                dq[q] = t
+                z1[q] = z1q
+            for i in range(m):
+                hi = h1[2 + i]
+                for q in range(k):
+                    dq[q] += hi * c[i + m * (o + q)]
+            for q in range(k):
+                dq[q] *= tau1
+                z1[q] -= dq[q] * h1[1]
+            for i in range(m):
+                hi = h1[2 + i]
+                for q in range(k):
+                    zc[i, q] = c[i + m * (o + q)] - dq[q] * hi
+            for q in range(k):
+                t = 0.0
+                t += h2[1] * z1[q]
+                dq[q] = t
+            for i in range(m):
+                hi = h2[2 + i]
+                for q in range(k):
+                    dq[q] += hi * zc[i, q]
+            for q in range(k):
+                dq[q] *= tau2
+            for i in range(m):
+                hi = h2[2 + i]
+                for q in range(k):
+                    c[i + m * (o + q)] = zc[i, q] - dq[q] * hi
         for q in range(k):
             U[j, o + q] = r0[q]
             if p == 2:

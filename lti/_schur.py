@@ -25,6 +25,7 @@ __all__ = [
     "real_schur",
     "rotate_columns",
     "rotate_rows_",
+    "system_schur",
     "to_complex_schur",
 ]
 
@@ -193,6 +194,13 @@ def real_schur(A) -> SchurForm:
     else:
         T, Z = sla.schur(A, output="real", check_finite=False)
     return SchurForm(T, Z)
+
+
+def system_schur(A: np.ndarray) -> SchurForm:
+    """:func:`real_schur` of a validated system's ``A`` (float64, square, finite, n >= 1:
+    a :class:`lti.DiscreteLTI`'s): the same decomposition without the second validation
+    and copy of ``A`` (dgees works on its own Fortran-order copy)."""
+    return SchurForm(*_dgees(A))
 
 
 _GEES_LWORK: dict[int, int] = {}  # n -> LAPACK's optimal workspace for dgees

@@ -3,7 +3,8 @@
 Balanced truncation needs every Hankel singular value (they enter the bounds) but the
 singular vectors of only the r kept states. LAPACK's ``dgesdd`` computes all of them: at
 n = 64 the vectors cost about as much as the values. Here, with LAPACK through
-:mod:`scipy.linalg.cython_lapack` (``dgebrd``, ``dlasq1``, ``dormbr``):
+:mod:`scipy.linalg.cython_lapack` (``dgebrd``, ``dlasq1``, called with raw addresses into
+one block) and two compiled kernels (:mod:`lti._jit`):
 
 1. ``M = Q B P^T`` with ``B`` upper bidiagonal (``dgebrd``), all singular values of ``B``
    by dqds (``dlasq1``: high relative accuracy for the bidiagonal, so the values are as
@@ -11,8 +12,9 @@ n = 64 the vectors cost about as much as the values. Here, with LAPACK through
 2. on request, the k leading singular pairs of ``B`` by inverse iteration on its
    Golub-Kahan form ``[[0, B^T], [B, 0]]`` (permuted to a tridiagonal with zero diagonal),
    shifted by the computed values, with Gram-Schmidt among values closer than
-   ``1e-3 ||B||`` (as LAPACK's ``dstein``), compiled (:mod:`lti._jit`);
-3. ``U = Q U_B``, ``V^T = V_B^T P^T`` for those k columns only (``dormbr``).
+   ``1e-3 ||B||`` (as LAPACK's ``dstein``), the k values side by side;
+3. ``U = Q U_B``, ``V^T = V_B^T P^T`` for those k columns only (``dormbr``'s products, one
+   reflector at a time on all k columns).
 
 The vectors are accepted only when they pass a check: ``||B v_i - s_i u_i||`` and
 ``||B^T u_i - s_i v_i|| <= 4 n eps ||B||`` for each pair and ``|U_B^T U_B - I|``,
@@ -52,36 +54,36 @@ def _lapack(name: str, nargs: int):
 
 
 _ROUTINES: dict = {}
+# the one-letter arguments of dormbr, as NUL-terminated byte strings (kept alive here)
+_CHARS = {c: ctypes.c_char_p(c) for c in (b"Q", b"P", b"L", b"R", b"N", b"T")}
 
 
 def _routines():
     """``(dgebrd, dlasq1, dormbr)``, or None where they cannot be had (then dgesdd)."""
     if "lapack" not in _ROUTINES:
         try:
-            _ROUTINES["lapack"] = (_lapack("dgebrd", 10), _lapack("dlasq1", 5),
+            _ROUTINES["lapack"] = (_lapack("dgebrd", 11), _lapack("dlasq1", 5),
                                    _lapack("dormbr", 14))
         except (AttributeError, KeyError, TypeError, ValueError, ImportError):
             _ROUTINES["lapack"] = None
     return _ROUTINES["lapack"]
 
 
-def _ptr(a: np.ndarray):
-    return ctypes.c_void_p(a.ctypes.data)
-
-
-def _int(v: int):
-    return ctypes.byref(ctypes.c_int(v))
-
-
-def _char(c: bytes):
-    return ctypes.c_char_p(c)
+def _block(nfloat: int, nint: int):
+    """``(floats, ints, address)``: one fresh float64 block of ``nfloat`` entries followed by
+    ``nint`` LAPACK integers (int32), and the block's address. The routines take raw
+    addresses (``address + 8 * offset``): one ``ndarray.ctypes`` look-up per block instead
+    of a ctypes object per argument (~8 us of Python per LAPACK call at n = 64 before)."""
+    buf = np.empty(nfloat + (nint + 1) // 2)
+    return buf[:nfloat], buf[nfloat:].view(np.int32)[:nint], buf.ctypes.data
 
 
 def _tgk_vectors_py(d, e, s, k, Ub, Vb):
     """Inverse iteration for the k leading singular pairs of the upper bidiagonal ``B``
     (diagonal ``d``, superdiagonal ``e``, both scaled so that ``s[0] = ||B|| = 1``), ``s``
     its singular values, descending: ``Ub[:, i]``, ``Vb[:, i]`` with ``B v = s_i u``,
-    ``B^T u = s_i v``. Returns the largest residual of the pairs (``inf`` on failure).
+    ``B^T u = s_i v``. Returns the largest residual of the pairs or entry of ``U_B^T U_B
+    - I`` and ``V_B^T V_B - I``, whichever is larger (``inf`` on failure).
 
     The Golub-Kahan matrix permuted to the tridiagonal ``T`` (zero diagonal, off-diagonal
     ``d_1, e_1, d_2, ..., d_n``) has the eigenvectors ``(v_1, u_1, v_2, u_2, ...) / sqrt 2``
@@ -90,8 +92,12 @@ def _tgk_vectors_py(d, e, s, k, Ub, Vb):
     fixed start, each normalised, then Gram-Schmidt (twice) against the vectors of the
     values within ``1e-3`` before it (LAPACK ``dstein``'s cluster rule; each solve already
     damps their components by ``eps / gap``); then u and v are read off and each normalised
-    (a mixture with the ``-s_i`` vector ``(v, -u)`` changes neither). Compiled by
-    :mod:`lti._jit`; also runs, slowly, as plain Python."""
+    (a mixture with the ``-s_i`` vector ``(v, -u)`` changes neither). The k factorisations
+    and solves are independent: they run side by side, one lane per value (rows ``(N, k)``,
+    the pivoting as selects: the same operations per lane, no branch, so the compiled loops
+    vectorise across the values instead of waiting on each row's division; n = 64, k = 16:
+    ~55 us one value after the other); the Gram-Schmidt then runs in the values' order.
+    Compiled by :mod:`lti._jit`; also runs, slowly, as plain Python."""
     n = d.shape[0]
     N = 2 * n
     off = np.zeros(N)
@@ -99,93 +105,103 @@ def _tgk_vectors_py(d, e, s, k, Ub, Vb):
         off[2 * i] = d[i]
         if i < n - 1:
             off[2 * i + 1] = e[i]
-    X = np.zeros((k, N))  # the TGK vectors so far (for Gram-Schmidt)
-    dl = np.empty(N)
-    dd = np.empty(N)
-    du = np.empty(N)
-    du2 = np.zeros(N)
-    piv = np.empty(N, dtype=np.int64)
+    dl = np.empty((N, k))
+    dd = np.empty((N, k))
+    du = np.empty((N, k))
+    du2 = np.zeros((N, k))
+    sw = np.zeros((N, k))  # 1.0 where row j was swapped with row j + 1 (the pivot)
+    x = np.empty((N, k))
+    for j in range(N):  # T - s_i I: diagonal -s_i, both off-diagonals off
+        oj = off[j]
+        for i in range(k):
+            dd[j, i] = -s[i]
+            dl[j, i] = oj
+            du[j, i] = oj
+    for j in range(N - 1):  # LAPACK dgttrf, lane by lane (both branches as selects)
+        last = j < N - 2
+        for i in range(k):
+            ddj, dlj, duj, dd1 = dd[j, i], dl[j, i], du[j, i], dd[j + 1, i]
+            swap = abs(ddj) < abs(dlj)
+            den = dlj if swap else (_EPS if ddj == 0.0 else ddj)
+            f = (ddj if swap else dlj) / den
+            dd[j, i] = den
+            dl[j, i] = f
+            dd[j + 1, i] = (duj if swap else dd1) - f * (dd1 if swap else duj)
+            du[j, i] = dd1 if swap else duj
+            sw[j, i] = 1.0 if swap else 0.0
+            if last:
+                du1 = du[j + 1, i]
+                du2[j, i] = du1 if swap else 0.0
+                du[j + 1, i] = -f * du1 if swap else du1
+    for j in range(N):
+        for i in range(k):
+            v = dd[j, i]
+            dd[j, i] = 1.0 / (_EPS if v == 0.0 else v)  # (the pivots' reciprocals from here on)
+            x[j, i] = 1.0 + ((7 * j + 3 * i) % 11) / 11.0  # a fixed start, no special direction
+    big = np.empty(k)
+    for _ in range(2):
+        for j in range(N - 1):  # solve L U x = b (LAPACK dgtts2)
+            for i in range(k):
+                xj, x1 = x[j, i], x[j + 1, i]
+                swap = sw[j, i] != 0.0
+                b = x1 if swap else xj
+                x[j, i] = b
+                x[j + 1, i] = (xj if swap else x1) - dl[j, i] * b
+        for i in range(k):
+            x[N - 1, i] *= dd[N - 1, i]
+            x[N - 2, i] = (x[N - 2, i] - du[N - 2, i] * x[N - 1, i]) * dd[N - 2, i]
+        for j in range(N - 3, -1, -1):
+            for i in range(k):
+                x[j, i] = (x[j, i] - du[j, i] * x[j + 1, i] - du2[j, i] * x[j + 2, i]) * dd[j, i]
+        for i in range(k):
+            big[i] = 0.0
+        for j in range(N):
+            for i in range(k):
+                big[i] = max(big[i], abs(x[j, i]))
+        for i in range(k):
+            if not big[i] < np.inf or big[i] == 0.0:
+                return np.inf
+            big[i] = 1.0 / big[i]
+        for j in range(N):
+            for i in range(k):
+                x[j, i] *= big[i]
+    X = np.zeros((k, N))  # the TGK vectors (for Gram-Schmidt)
     worst = 0.0
     first = 0  # first value of the current cluster
     for i in range(k):
         sig = s[i]
         if i > 0 and s[i - 1] - sig > 1e-3:
             first = i
-        for j in range(N):  # T - sig I: diagonal -sig, both off-diagonals off
-            dd[j] = -sig
-            dl[j] = off[j]
-            du[j] = off[j]
-            du2[j] = 0.0
-        for j in range(N - 1):  # LAPACK dgttrf
-            if abs(dd[j]) >= abs(dl[j]):
-                piv[j] = j
-                if dd[j] == 0.0:
-                    dd[j] = _EPS
-                f = dl[j] / dd[j]
-                dl[j] = f
-                dd[j + 1] -= f * du[j]
-            else:
-                piv[j] = j + 1
-                f = dd[j] / dl[j]
-                dd[j] = dl[j]
-                dl[j] = f
-                t = du[j]
-                du[j] = dd[j + 1]
-                dd[j + 1] = t - f * dd[j + 1]
-                if j < N - 2:
-                    du2[j] = du[j + 1]
-                    du[j + 1] = -f * du[j + 1]
-        x = X[i]
+        xi = X[i]
         for j in range(N):
-            if dd[j] == 0.0:
-                dd[j] = _EPS
-            dd[j] = 1.0 / dd[j]  # (the pivots' reciprocals from here on)
-            x[j] = 1.0 + ((7 * j + 3 * i) % 11) / 11.0  # a fixed start, no special direction
-        for _ in range(2):
-            for j in range(N - 1):  # solve L U x = b (LAPACK dgtts2)
-                ip = piv[j]
-                t = x[2 * j + 1 - ip] - dl[j] * x[ip]
-                x[j] = x[ip]
-                x[j + 1] = t
-            x[N - 1] *= dd[N - 1]
-            x[N - 2] = (x[N - 2] - du[N - 2] * x[N - 1]) * dd[N - 2]
-            for j in range(N - 3, -1, -1):
-                x[j] = (x[j] - du[j] * x[j + 1] - du2[j] * x[j + 2]) * dd[j]
-            big = 0.0
-            for j in range(N):
-                big = max(big, abs(x[j]))
-            if not big < np.inf or big == 0.0:
-                return np.inf
-            big = 1.0 / big
-            for j in range(N):
-                x[j] *= big
+            xi[j] = x[j, i]
         for _ in range(2):  # Gram-Schmidt within the cluster, twice
             for p in range(first, i):
                 xp = X[p]
                 t = 0.0
                 for j in range(N):
-                    t += xp[j] * x[j]
+                    t += xp[j] * xi[j]
                 for j in range(N):
-                    x[j] -= t * xp[j]
+                    xi[j] -= t * xp[j]
             t = 0.0
             for j in range(N):
-                t += x[j] * x[j]
+                t += xi[j] * xi[j]
             if t == 0.0:
                 return np.inf
             t = 1.0 / np.sqrt(t)
             for j in range(N):
-                x[j] *= t
+                xi[j] *= t
         nv = 0.0
         nu = 0.0
         for j in range(n):
-            nv += x[2 * j] * x[2 * j]
-            nu += x[2 * j + 1] * x[2 * j + 1]
+            nv += xi[2 * j] * xi[2 * j]
+            nu += xi[2 * j + 1] * xi[2 * j + 1]
         if nv == 0.0 or nu == 0.0:
             return np.inf
         nv, nu = 1.0 / np.sqrt(nv), 1.0 / np.sqrt(nu)
         for j in range(n):
-            Vb[j, i] = x[2 * j] * nv
-            Ub[j, i] = x[2 * j + 1] * nu
+            Vb[j, i] = xi[2 * j] * nv
+            Ub[j, i] = xi[2 * j + 1] * nu
         r1 = 0.0  # ||B v - s u||^2, ||B^T u - s v||^2
         r2 = 0.0
         for j in range(n):
@@ -194,10 +210,62 @@ def _tgk_vectors_py(d, e, s, k, Ub, Vb):
             r1 += (bv - sig * Ub[j, i]) ** 2
             r2 += (btu - sig * Vb[j, i]) ** 2
         worst = max(worst, np.sqrt(max(r1, r2)))
+    for i in range(k):  # and the orthonormality: max |U^T U - I|, |V^T V - I| entrywise
+        for p in range(i + 1):
+            gu = 0.0
+            gv = 0.0
+            for j in range(n):
+                gu += Ub[j, i] * Ub[j, p]
+                gv += Vb[j, i] * Vb[j, p]
+            if p == i:
+                gu -= 1.0
+                gv -= 1.0
+            worst = max(worst, abs(gu), abs(gv))
     return worst
 
 
 _tgk_vectors = kernel(_tgk_vectors_py, fastmath={"reassoc", "contract", "arcp"})  # (checked after)
+
+
+def _back_transform_py(A, tauq, taup, U, V):
+    """``U <- Q U`` and ``V <- P V`` in place, with ``M = Q B P^T`` as ``dgebrd`` leaves it
+    in ``A`` (n, n), Fortran order (m = n: the left reflectors ``H_j = I - tauq_j v v^T``,
+    ``v = [0 (j); 1; A[j+1:, j]]``, j = 0..n-1, the right ones ``G_j = I - taup_j w w^T``,
+    ``w = [0 (j + 1); 1; A[j, j+2:]]``, j = 0..n-3); ``U``, ``V`` (n, k), C order: LAPACK
+    ``dormbr``'s products (``Q U`` and ``(V^T P^T)^T``) one reflector at a time, as its
+    unblocked ``dorm2r`` applies them, each to the k columns at once (rows of k
+    contiguous entries: no short reductions); for the k << n vectors of the leading route
+    cheaper than the blocked code and its two calls. Compiled by :mod:`lti._jit`; also
+    runs, slowly, as plain Python."""
+    n, k = U.shape
+    w = np.empty(n)
+    t = np.empty(k)
+    for side in range(2):
+        X = U if side == 0 else V
+        for j in range(n - 1 if side == 0 else n - 3, -1, -1):
+            # Q U = H_0 (H_1 (... H_{n-1} U)); P V = G_0 (G_1 (... G_{n-3} V))
+            tau = tauq[j] if side == 0 else taup[j]
+            if tau == 0.0:
+                continue
+            j0 = j if side == 0 else j + 1  # the reflector's unit entry
+            for i in range(j0 + 1, n):
+                w[i] = A[i, j] if side == 0 else A[j, i]
+            for c in range(k):
+                t[c] = X[j0, c]
+            for i in range(j0 + 1, n):
+                wi = w[i]
+                for c in range(k):
+                    t[c] += wi * X[i, c]
+            for c in range(k):
+                t[c] *= tau
+                X[j0, c] -= t[c]
+            for i in range(j0 + 1, n):
+                wi = w[i]
+                for c in range(k):
+                    X[i, c] -= wi * t[c]
+
+
+_back_transform = kernel(_back_transform_py, fastmath={"reassoc", "contract"})
 
 
 class LeadingSVD:
@@ -205,30 +273,46 @@ class LeadingSVD:
     vectors (see the module docstring). ``values`` is None when this route is not available
     (no compiled kernels, LAPACK failure, not square): use ``dgesdd`` then."""
 
-    __slots__ = ("_A", "_d", "_e", "_tq", "_tp", "n", "values")
+    __slots__ = ("_A", "_addr", "_d", "_e", "_tq", "_tp", "n", "values")
 
-    def __init__(self, M: np.ndarray):
+    def __init__(self, M: np.ndarray | None, factors: tuple | None = None):
+        # ``factors = (Lc, Lo)`` (both (n, n)) in place of M: M = Lo^T Lc formed in the block
+        # (as (Lc^T Lo)^T: the same product, bit for bit, without a copy of it)
         self.values = None
-        self.n = n = M.shape[0]
+        shape = M.shape if factors is None else (factors[0].shape[1], factors[1].shape[1])
+        self.n = n = shape[0]
         lib = _routines()
-        if lib is None or M.shape[1] != n or n < 2 or _tgk_vectors.compiled() is None:
+        if lib is None or shape[1] != n or n < 2 or _tgk_vectors.compiled() is None:
             return
         dgebrd, dlasq1, _ = lib
-        A = np.array(M, order="F", dtype=np.float64)  # overwritten by the reflectors
-        d, e, tq, tp = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
         lwork = 64 * 2 * n
-        work = np.empty(max(lwork, 4 * n))
-        info = ctypes.c_int(0)
-        dgebrd(_int(n), _int(n), _ptr(A), _int(n), _ptr(d), _ptr(e), _ptr(tq), _ptr(tp),
-               _ptr(work), _int(lwork), ctypes.byref(info))
-        if info.value != 0:  # pragma: no cover - argument errors only
+        nw = max(lwork, 4 * n)
+        # one block: A (n, n) Fortran order (overwritten by the reflectors), d, e, tq, tp,
+        # the values s and es (dlasq1 overwrites its copies), work; integers n, lwork, info
+        f, ints, base = _block(n * n + 6 * n + nw, 3)
+        A = f[: n * n].reshape((n, n), order="F")
+        if factors is None:
+            A[...] = M
+        else:
+            np.matmul(factors[0].T, factors[1], out=A.T)  # A.T: the block in C order
+        o = n * n
+        d, e, tq, tp, s, es = (f[o + i * n: o + (i + 1) * n] for i in range(6))
+        ints[0], ints[1], ints[2] = n, lwork, 0
+        pa = base
+        pd, pe, ptq, ptp, ps, pes = (base + 8 * (o + i * n) for i in range(6))
+        pwork = base + 8 * (o + 6 * n)
+        pn = base + 8 * f.size
+        plw, pinfo = pn + 4, pn + 8
+        dgebrd(pn, pn, pa, pn, pd, pe, ptq, ptp, pwork, plw, pinfo)
+        if ints[2] != 0:  # pragma: no cover - argument errors only
             return
-        s, es = d.copy(), e.copy()
-        dlasq1(_int(n), _ptr(s), _ptr(es), _ptr(work), ctypes.byref(info))
-        if info.value != 0 or not s[0] > 0.0 or not np.isfinite(s[0]):
+        s[:], es[:] = d, e
+        dlasq1(pn, ps, pes, pwork, pinfo)
+        if ints[2] != 0 or not s[0] > 0.0 or not np.isfinite(s[0]):
             return  # dqds did not converge (or M = 0): dgesdd
         self._A, self._d, self._e, self._tq, self._tp = A, d, e, tq, tp
-        self.values = s
+        self._addr = (pa, ptq, ptp)
+        self.values = s.copy()  # (a fresh array: the caller keeps it, not the block)
 
     def vectors(self, k: int):
         """``(U, Vt)``, shapes (n, k) and (k, n): the k leading singular vectors, or None
@@ -239,27 +323,13 @@ class LeadingSVD:
         if k == 0:
             return np.zeros((n, 0)), np.zeros((0, n))
         scale = s[0]
-        Ub, Vb = np.empty((n, k), order="F"), np.empty((n, k), order="F")
+        nk = n * k
+        f = np.empty(2 * nk)  # Ub, Vb (n, k), C order (rows of k: _back_transform_py)
+        Ub = f[:nk].reshape((n, k))
+        Vb = f[nk:].reshape((n, k))
         res = _tgk_vectors.compiled()(self._d / scale, self._e[: n - 1] / scale, s / scale, k,
                                       Ub, Vb)
-        tol = 4.0 * n * _EPS
-        if not res <= tol:
+        if not res <= 4.0 * n * _EPS:  # (the residuals and the orthonormality)
             return None
-        eye = np.eye(k)
-        if not (np.abs(Ub.T @ Ub - eye).max() <= tol and np.abs(Vb.T @ Vb - eye).max() <= tol):
-            return None
-        _, _, dormbr = _routines()
-        lwork = 64 * max(n, k) + 65 * 64  # blocked (dlarfb) code needs nb * k + 65 * 64
-        work = np.empty(lwork)
-        info = ctypes.c_int(0)
-        A = self._A
-        dormbr(_char(b"Q"), _char(b"L"), _char(b"N"), _int(n), _int(k), _int(n), _ptr(A),
-               _int(n), _ptr(self._tq), _ptr(Ub), _int(n), _ptr(work), _int(lwork),
-               ctypes.byref(info))
-        Vt = np.asfortranarray(Vb.T)  # (k, n): V^T = V_B^T P^T
-        dormbr(_char(b"P"), _char(b"R"), _char(b"T"), _int(k), _int(n), _int(n), _ptr(A),
-               _int(n), _ptr(self._tp), _ptr(Vt), _int(k), _ptr(work), _int(lwork),
-               ctypes.byref(info))
-        if info.value != 0:  # pragma: no cover - argument errors only
-            return None
-        return Ub, Vt
+        _back_transform.compiled()(self._A, self._tq, self._tp, Ub, Vb)  # U = Q U_B, V = P V_B
+        return Ub, Vb.T

@@ -245,6 +245,7 @@ def spectral_radius(A) -> float:
 #: Eigenvalues within ``STABILITY_MARGIN n eps max(||A||_F, 1)`` of the unit circle count as
 #: on it (a backward-stable eigenvalue solver moves them by about ``n eps ||A||``).
 STABILITY_MARGIN = 8.0
+_EPS = float(np.finfo(np.float64).eps)  # (np.finfo per call costs a microsecond)
 
 
 def stability_margin(n: int, norm_A: float) -> float:
@@ -252,7 +253,7 @@ def stability_margin(n: int, norm_A: float) -> float:
     of Frobenius norm ``norm_A`` cannot be told from one on it:
     ``STABILITY_MARGIN * n * eps * max(norm_A, 1)`` (for eigenvalues of condition about one;
     an ill-conditioned eigenvalue near the circle is not caught)."""
-    return STABILITY_MARGIN * max(n, 1) * np.finfo(np.float64).eps * max(float(norm_A), 1.0)
+    return STABILITY_MARGIN * max(n, 1) * _EPS * max(float(norm_A), 1.0)
 
 
 def unstable_message(what: str, rho: float, margin: float) -> str:

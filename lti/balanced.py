@@ -502,7 +502,9 @@ def balanced_truncation(
         red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho,
                             exact_schur=exact)
         # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
-        reduced = DiscreteLTI(red.A, red.B, red.C, red.D if red.D.any() else None, G.dt)
+        # (red's fresh A, B, C taken over: no copies or second validation of them)
+        reduced = DiscreteLTI._owned(red.A, red.B, red.C, red.D if red.D.any() else None,
+                                     G.dt)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths,
         # nor when it is exact: a (permuted) quasi-triangular A, Z a signed permutation)

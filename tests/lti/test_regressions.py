@@ -332,7 +332,9 @@ def test_spa_pole_on_the_unit_circle_falls_back_to_truncation():
         res = balanced_truncation(G, order=1, match_dc=True)
     plain = balanced_truncation(G, order=1)
     assert not res.match_dc and res.order == 1 and np.isfinite(res.error_bound)
-    np.testing.assert_array_equal(res.reduced.A, plain.reduced.A)
-    assert res.error_bound == plain.error_bound
+    # the same truncated model to rounding: from N = 32 (LEAD_MIN_N) on, plain truncation
+    # takes the leading-vector SVD, the SPA attempt all vectors (dgesdd)
+    np.testing.assert_allclose(np.abs(res.reduced.A), np.abs(plain.reduced.A), rtol=1e-9)
+    assert res.error_bound == pytest.approx(plain.error_bound, rel=1e-9, abs=0)
     assert res.reduced.spectral_radius() < 1.0 - 1e-6
     assert_reduction_within_bounds(G, res)

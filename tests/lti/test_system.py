@@ -310,3 +310,28 @@ def test_similarity_invariance_property(G):
     scale = 1.0 + np.max(np.abs(F))
     assert np.max(np.abs(F - FH)) <= 1e-7 * scale
     assert np.max(np.abs((G - H).frequency_response(w))) <= 1e-7 * scale
+
+
+def test_owned_constructor_is_the_constructor_without_copies():
+    """DiscreteLTI._owned (computed results, e.g. a reduced model): the object the
+    constructor makes, A, B, C taken over (read-only, no copy), D copied, zeros for None;
+    anything unusual goes through the constructor and its typed errors."""
+    rng = np.random.default_rng(0)
+    A, B, C, D = (rng.standard_normal(s) for s in ((4, 4), (4, 2), (3, 4), (3, 2)))
+    ref = DiscreteLTI(A, B, C, D, 0.5)
+    G = DiscreteLTI._owned(A, B, C, D, 0.5)
+    assert type(G) is DiscreteLTI and G.dt == 0.5 and repr(G) == repr(ref)
+    for name in "ABCD":
+        np.testing.assert_array_equal(getattr(G, name), getattr(ref, name))
+        assert not getattr(G, name).flags.writeable
+    assert G.A is A and G.B is B and G.C is C and not np.shares_memory(G.D, D)
+    assert not G.is_diagonal and G._cschur is None
+    Z = DiscreteLTI._owned(np.diag([0.5, 0.2]), np.ones((2, 1)), np.ones((3, 2)), None, True)
+    assert Z.is_diagonal and np.array_equal(Z.D, np.zeros((3, 1)))
+    np.testing.assert_array_equal(G.frequency_response([0.3]), ref.frequency_response([0.3]))
+    bad = np.array([[np.nan]])
+    with pytest.raises(NonFiniteError):
+        DiscreteLTI._owned(bad, np.ones((1, 1)), np.ones((1, 1)), None, True)
+    # not float64 arrays: the constructor converts them
+    H = DiscreteLTI._owned([[0.5]], [[1]], [[2]], None, True)
+    assert H.A.dtype == np.float64 and H.C[0, 0] == 2.0
