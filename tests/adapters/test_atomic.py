@@ -29,7 +29,7 @@ from adapters._atomic import atomic_open, atomic_write_bytes, atomic_write_text
 from adapters.io import CONFIG_NAME, WEIGHTS_NAME, adapter_state_dict
 from tests._tqdm_locks import replace_tqdm_locks
 
-pytest.importorskip("safetensors")
+pytest.importorskip("safetensors", reason="extra 'hf' not installed")
 H, LAYERS, N = 64, 4, 16
 _FORK = multiprocessing.get_context("fork") if os.name == "posix" else None
 

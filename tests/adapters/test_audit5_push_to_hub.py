@@ -21,8 +21,8 @@ from adapters.io import CONFIG_NAME, WEIGHTS_NAME
 from tests.adapters._tiny import tiny_causal_lm
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
-modeling_utils = pytest.importorskip("transformers.modeling_utils")
-hub = pytest.importorskip("transformers.utils.hub")
+modeling_utils = pytest.importorskip("transformers.modeling_utils", reason="extra 'hf' missing")
+hub = pytest.importorskip("transformers.utils.hub", reason="extra 'hf' not installed")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ class Batch(NamedTuple):
     labels: torch.Tensor
 
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 H, VOCAB = 32, 64
 

@@ -14,7 +14,7 @@ from adapters import DiagonalSSM, HRMAdapter, HRMConfig, find_adapters, inject
 from adapters import generation as gen_mod
 from adapters.generation import get_adapter_states
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 from transformers import DynamicCache  # noqa: E402
 
 H, VOCAB, TOL = 32, 64, 1e-5

@@ -23,7 +23,7 @@ from adapters.generation import get_adapter_states
 from adapters.io import adapter_state_dict
 from tests.adapters._tiny_lm import KINDS, tiny_lm
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 LOW = (torch.bfloat16, torch.float16)
 

@@ -25,7 +25,7 @@ from adapters.exceptions import AdapterShapeError, BaseModelMismatchError, Check
 from adapters.io import adapter_state_dict
 from tests.adapters._tiny_lm import KINDS, tiny_lm
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 IDS = torch.randint(1, 64, (2, 7), generator=torch.Generator().manual_seed(1))
 GEN = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0, "output_logits": True,

@@ -16,7 +16,7 @@ from adapters import HRMConfig, find_adapters, inject
 from adapters.exceptions import AdapterError
 from adapters.generation import HISTORY_MAX_LEN, get_adapter_states
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 from transformers import DynamicCache  # noqa: E402
 
 H, N, VOCAB, TOL = 32, 8, 64, 1e-5

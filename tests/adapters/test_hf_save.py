@@ -15,7 +15,7 @@ from adapters._hooks import save_pretrained_without_adapters
 from adapters.io import adapter_state_dict
 from tests.adapters._tiny import tiny_causal_lm
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 KINDS = ["gpt2", "llama", "qwen2", "mistral"]
 IDS = torch.randint(1, 64, (2, 9), generator=torch.Generator().manual_seed(1))

@@ -18,7 +18,7 @@ from adapters.injection import (
     matches_target,
 )
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 H, N, LAYERS = 32, 8, 2
 

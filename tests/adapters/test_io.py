@@ -34,8 +34,8 @@ from adapters.io import (
 )
 from tests.adapters._tiny_lm import KINDS, tiny_lm
 
-transformers = pytest.importorskip("transformers")
-st = pytest.importorskip("safetensors.torch")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
+st = pytest.importorskip("safetensors.torch", reason="extra 'hf' not installed")
 
 H, N = 32, 8
 IDS = torch.randint(0, 64, (2, 11), generator=torch.Generator().manual_seed(1))
@@ -393,7 +393,7 @@ def test_format_1_folders_are_read_with_a_warning_and_converted(tmp_path):
 
 @pytest.fixture
 def peft_folder(tmp_path):
-    peft = pytest.importorskip("peft")
+    peft = pytest.importorskip("peft", reason="extra 'hf' not installed")
     lora = peft.get_peft_model(tiny("llama"), peft.LoraConfig(r=2, target_modules=["down_proj"]))
     lora.save_pretrained(tmp_path)
     assert (tmp_path / LEGACY_CONFIG_NAME).is_file()
@@ -405,7 +405,7 @@ def test_a_peft_folder_is_named_as_such(peft_folder):
 
 
 def test_peft_loader_on_our_folder_fails_at_once_with_a_clear_error(saved):
-    peft = pytest.importorskip("peft")
+    peft = pytest.importorskip("peft", reason="extra 'hf' not installed")
     with pytest.raises(ValueError, match=r"Can't find 'adapter_config.json'") as info:
         peft.PeftModel.from_pretrained(tiny("llama"), str(saved))
     assert not isinstance(info.value, KeyError)

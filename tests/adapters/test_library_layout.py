@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="extra 'torch' not installed")
 
 import adapters  # noqa: E402
 

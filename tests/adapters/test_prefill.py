@@ -9,7 +9,7 @@ import torch
 from adapters import DiagonalSSM, HRMConfig, _prefill, find_adapters, generation, inject
 from adapters import ssm as ssm_mod
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 from transformers import DynamicCache  # noqa: E402
 
 

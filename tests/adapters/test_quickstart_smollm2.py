@@ -52,8 +52,8 @@ def _smollm2_block(original: str) -> str:
 
 
 def test_quickstart_runs_on_smollm2(tmp_path):
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
+    pytest.importorskip("transformers", reason="extra 'hf' not installed")
+    pytest.importorskip("gguf", reason="extra 'hf' not installed")
     from benchmarks.hrm.backbone import _smollm2_gguf
     from lti.exceptions import MissingDependencyError
 

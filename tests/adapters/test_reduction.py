@@ -30,7 +30,7 @@ from adapters.injection import get_adapter_config
 from adapters.reduction import modal_form
 from tests.adapters._tiny import tiny_gpt2
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 H, VOCAB = 32, 64
 
@@ -368,7 +368,7 @@ def test_report_table_json_and_plot(base, tmp_path):
     again = ReductionReport.from_json(path)
     assert again == report
     assert json.loads(path.read_text())["rel_tol"] == 0.2
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="extra 'plot' not installed")
     fig = report.plot(tmp_path / "hsv.png")
     assert (tmp_path / "hsv.png").stat().st_size > 1000
     ax = fig.axes[0]

@@ -9,7 +9,7 @@ from torch import nn
 
 from adapters import HRMConfig, find_adapters, inject, reduce
 
-mpl = pytest.importorskip("matplotlib")
+mpl = pytest.importorskip("matplotlib", reason="extra 'plot' not installed")
 mpl.use("Agg")
 
 

@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smollm2():
-    pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
+    pytest.importorskip("transformers", reason="extra 'hf' not installed")
+    pytest.importorskip("gguf", reason="extra 'hf' not installed")
     from adapters.exceptions import MissingDependencyError
     from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
 

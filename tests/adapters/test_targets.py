@@ -11,7 +11,7 @@ from adapters import HRMConfig, find_adapters, inject
 from adapters.exceptions import AdapterConfigError, AdapterShapeError, TargetModulesNotFoundError
 from tests.adapters._tiny import tiny_causal_lm
 
-transformers = pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 IDS = torch.randint(1, 64, (2, 7), generator=torch.Generator().manual_seed(1))
 GEN = {"max_new_tokens": 5, "do_sample": False, "pad_token_id": 0, "output_logits": True,

@@ -17,9 +17,9 @@ import torch
 from adapters import HRMConfig, find_adapters, inject, load_adapter
 from adapters.io import CONFIG_NAME, WEIGHTS_NAME, AdapterTrainerMixin, adapter_state_dict
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
-st = pytest.importorskip("safetensors.torch")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
+pytest.importorskip("accelerate", reason="extra 'hf' not installed")
+st = pytest.importorskip("safetensors.torch", reason="extra 'hf' not installed")
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -30,8 +30,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def smollm2():
-    transformers = pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
+    transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
+    pytest.importorskip("gguf", reason="extra 'hf' not installed")
     from adapters.exceptions import MissingDependencyError
     from benchmarks.hrm.backbone import load_smollm2, load_smollm2_tokenizer
 

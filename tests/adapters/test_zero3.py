@@ -14,8 +14,8 @@ from adapters.exceptions import CheckpointError
 from adapters.io import WEIGHTS_NAME, adapter_state_dict
 from tests.adapters._tiny_lm import tiny_lm
 
-pytest.importorskip("transformers")
-pytest.importorskip("safetensors")
+pytest.importorskip("transformers", reason="extra 'hf' not installed")
+pytest.importorskip("safetensors", reason="extra 'hf' not installed")
 
 
 def _adapter_params(model):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="extra 'hf' not installed")
 
 from adapters.exceptions import (  # noqa: E402
     AdapterConfigError,

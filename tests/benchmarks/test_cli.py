@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
+pytest.importorskip("transformers", reason="extra 'hf' not installed")
+pytest.importorskip("peft", reason="extra 'hf' not installed")
 
 from benchmarks.hrm.__main__ import main  # noqa: E402
 from benchmarks.hrm.backbone import BackboneConfig  # noqa: E402

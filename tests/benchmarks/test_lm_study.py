@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("peft")
-pytest.importorskip("scipy")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
+pytest.importorskip("peft", reason="extra 'hf' not installed")
+pytest.importorskip("scipy", reason="scipy is required")
 
 from benchmarks.hrm import lm_study, smollm  # noqa: E402
 
@@ -163,7 +163,7 @@ class _GenTokenizer(_CharTokenizer):
 
 def test_demo_cli_runs_the_whole_job_on_a_tiny_llama(tiny, tmp_path, monkeypatch, capsys):
     """``python -m benchmarks.hrm.lm_demo`` end to end (seconds): tables, plot, samples."""
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="extra 'plot' not installed")
     from benchmarks.hrm import lm_demo
 
     model, _ = tiny

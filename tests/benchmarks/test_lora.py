@@ -19,8 +19,8 @@ from benchmarks.hrm.lora import (
     make_lora_model,
 )
 
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
+transformers = pytest.importorskip("transformers", reason="extra 'hf' not installed")
+peft = pytest.importorskip("peft", reason="extra 'hf' not installed")
 
 H = 32
 

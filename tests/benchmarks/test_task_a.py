@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-pytest.importorskip("peft")
-pytest.importorskip("scipy")
+pytest.importorskip("transformers", reason="extra 'hf' not installed")
+pytest.importorskip("peft", reason="extra 'hf' not installed")
+pytest.importorskip("scipy", reason="scipy is required")
 
 from adapters.exceptions import AdapterConfigError  # noqa: E402
 from benchmarks.hrm import task_a  # noqa: E402

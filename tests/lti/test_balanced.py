@@ -44,7 +44,7 @@ def _decaying_system(rng, n, m=1, p=1, decades=10.0):
 
 
 def _ab09ad_hsv(G):
-    slycot = pytest.importorskip("slycot")
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = slycot.ab09ad(
@@ -325,7 +325,7 @@ def test_from_factors_matches_and_accepts_low_rank():
 
 @pytest.mark.parametrize("dt", [True, 0.05])
 def test_control_statespace_in_and_out(dt):
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     rng = np.random.default_rng(16)
     G = _random_system(rng, 8, 1, 2)
     sys = control.ss(G.A, G.B, G.C, G.D, dt)
@@ -339,7 +339,7 @@ def test_python_control_balred_breaks_the_discrete_bound():
     """python-control's balred reduces a discrete system as if it were continuous: its
     result comes back with dt = 0 and, read as the discrete model it should be, violates
     the discrete-time bound; ours stays within it."""
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     rng = np.random.default_rng(0)
     n, r = 8, 2
     A = rng.standard_normal((n, n))
@@ -381,7 +381,7 @@ def test_bad_input_typed_errors():
 
 
 def test_bad_systems():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     with pytest.raises(InvalidArgumentError, match="dt"):
         balanced_truncation(control.ss([[-1.0]], [[1.0]], [[1.0]], [[0.0]]), order=1)
     with pytest.raises(NonFiniteError):
@@ -394,7 +394,7 @@ def test_bad_systems():
 
 
 def test_plot_hsv_marks_order_and_bounds(monkeypatch):
-    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib = pytest.importorskip("matplotlib", reason="extra 'plot' not installed")
     matplotlib.use("Agg")
     from lti.exceptions import MissingDependencyError
     from lti.plotting import plot_hsv

@@ -51,7 +51,7 @@ def test_fir_firwin_order_8_every_r():
 
 def test_sweep_agrees_with_ab13dd():
     """The two independent H-infinity measurements agree (the sweep is a lower bound)."""
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     for seed in range(3):
         G = cb.resonant_system(seed)
         args = (G.A, G.B, G.C, G.D)

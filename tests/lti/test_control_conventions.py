@@ -8,7 +8,7 @@ import pytest
 
 from lti import DiscreteLTI, balanced_truncation, hinf_norm
 
-control = pytest.importorskip("control")
+control = pytest.importorskip("control", reason="extra 'control' not installed")
 
 
 def _system(dt):

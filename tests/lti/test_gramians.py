@@ -76,7 +76,7 @@ def test_agrees_with_scipy_and_slycot():
     Q = observability_gramian(G)
     assert _rel(P, sla.solve_discrete_lyapunov(G.A, G.B @ G.B.T)) <= 1e-11
     assert _rel(Q, sla.solve_discrete_lyapunov(G.A.T, G.C.T @ G.C)) <= 1e-11
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     Ps = solve_discrete_lyapunov(G.A, G.B @ G.B.T, method="slycot")
     Qs = solve_discrete_lyapunov(G.A.T, G.C.T @ G.C, method="slycot")
     assert _rel(P, Ps) <= 1e-12 and _rel(Q, Qs) <= 1e-12
@@ -155,7 +155,7 @@ def test_bad_system_and_flags():
 
 
 def test_accepts_python_control_statespace():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     rng = np.random.default_rng(5)
     G = _random(rng, 6)
     sys = control.ss(G.A, G.B, G.C, 0, True)

@@ -287,7 +287,7 @@ def test_non_minimal_input_reduces_like_the_minimal_one():
 
 
 def test_python_control_in_and_out():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     rng = np.random.default_rng(10)
     G = _dense(rng, 5, 1, 2, rho=0.7)
     sysc = control.ss(G.A, G.B, G.C, G.D, 0.1)
@@ -359,6 +359,6 @@ def test_typed_errors():
 
 
 def test_continuous_python_control_system_is_refused():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     with pytest.raises(InvalidArgumentError):
         hankel_norm_approximation(control.ss([[-1.0]], [[1.0]], [[1.0]], [[0.0]]), order=0)

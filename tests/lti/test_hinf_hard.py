@@ -214,7 +214,7 @@ def test_control_systems_get_rad_per_second_and_the_same_accuracy():
     """python-control systems: omega in rad/s (theta / dt, as control.linfnorm), value and
     accuracy as for the DiscreteLTI, `tol` passed through (mutmut survivors of hinf_norm's
     control branch)."""
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     G, _, _, _ = _hidden_resonance()
     for dt in (0.1, True):
         sysc = control.ss(G.A, G.B, G.C, G.D, dt)

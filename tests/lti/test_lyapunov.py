@@ -134,7 +134,7 @@ def test_diagonal_large_and_auto_choice():
 
 
 def test_schur_no_worse_than_slycot_on_hard_cases():
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     rng = np.random.default_rng(5)
     n = 64
     cases = {
@@ -150,7 +150,7 @@ def test_schur_no_worse_than_slycot_on_hard_cases():
 
 
 def test_slycot_method_agrees():
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     rng = np.random.default_rng(6)
     A = _stable(rng, 40)
     B = rng.standard_normal((40, 2))
@@ -243,7 +243,7 @@ def test_smith_auto_falls_back_to_hammarling():
 
 
 def test_factor_nearly_singular_as_accurate_as_slycot():
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     rng = np.random.default_rng(8)
     n = 60
     a = rng.uniform(-0.9, 0.9, n)

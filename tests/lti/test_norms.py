@@ -59,7 +59,7 @@ def test_h2_equals_impulse_energy():
 
 
 def test_h2_diagonal_and_control_input():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     a = np.array([0.9, -0.5, 0.2])
     G = DiscreteLTI(np.diag(a), np.ones((3, 1)), np.ones((1, 3)))
     exact = np.sqrt(np.sum(1.0 / (1.0 - np.outer(a, a))))  # sum_ij c_i b_i c_j b_j/(1-a_i a_j)
@@ -142,7 +142,7 @@ def test_hinf_at_least_dense_grid_and_attained():
 
 
 def test_hinf_agrees_with_slycot_ab13dd():
-    slycot = pytest.importorskip("slycot")
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     rng = np.random.default_rng(3)
     worst = 0.0
     for trial in range(60):
@@ -163,7 +163,7 @@ def test_hinf_agrees_with_slycot_ab13dd():
 
 
 def test_hinf_control_statespace_and_unstable():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     sys = control.ss([[0.5]], [[1.0]], [[1.0]], [[0.0]], True)
     assert abs(hinf_norm(sys).value - 2.0) <= 1e-13
     with pytest.raises(InvalidArgumentError, match="dt"):

@@ -126,7 +126,7 @@ def test_control_mateqn_dlyap(Q):
     A = np.array([[-0.6, 0.0], [-0.1, -0.4]])
     X = solve_discrete_lyapunov(A, Q)
     assert_array_almost_equal(A @ X @ A.T - X + Q, np.zeros((2, 2)))
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     Xc = control.dlyap(A, Q)  # live
     assert np.linalg.norm(X - Xc) <= 1e-12 * np.linalg.norm(X)
     assert np.linalg.norm(_stein_residual(A, X, Q)) <= 10 * _EPS * np.linalg.norm(X)
@@ -169,7 +169,7 @@ def test_control_statefbk_discrete_gramians(name):
         Lo = observability_gramian(G, factor=True)
         assert_array_almost_equal(_upper_factor(Lc), case["Rc"])
         assert_array_almost_equal(_upper_factor(Lo), case["Ro"])
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     sysd = control.c2d(control.ss(_GRAM_A, case["B"], case["C"], 0), 0.2)  # live
     np.testing.assert_allclose(controllability_gramian(DiscreteLTI.from_control(sysd)),
                                control.gram(sysd, "c"), rtol=1e-10)
@@ -205,7 +205,7 @@ def test_control_sysnorm_discrete(make, hinf, h2):
     assert np.allclose(hinf_norm(G).value, hinf)  # their tolerance (np.allclose)
     assert np.allclose(h2_norm(G), h2)
     assert abs(hinf_norm(G).value - hinf) <= 1e-12 * hinf  # MATLAB's 15 digits
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     sysd = G.to_control()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -280,8 +280,8 @@ def test_control_modelsimp_hsvd_through_tustin():
     D = np.array([[9.0]])
     G = DiscreteLTI(*_tustin(A, B, C, D))
     assert_array_almost_equal(hankel_singular_values(G), [24.42686, 0.5731395])
-    slycot = pytest.importorskip("slycot")  # live: AB09AD, dico="D" (control.hsvd
-    # raises NotImplementedError for discrete-time systems)
+    # live: AB09AD, dico="D" (control.hsvd raises NotImplementedError for discrete-time systems)
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     hsv_s = slycot.ab09ad("D", "B", "N", 2, 1, 1, G.A, G.B, G.C, nr=2)[-1]
     np.testing.assert_allclose(hankel_singular_values(G), hsv_s, rtol=1e-10)
 
@@ -301,7 +301,7 @@ def test_slycot_ab13bd_h2_discrete():
     h2_ref = np.sqrt(np.trace(C @ Lc @ C.T + D @ D.T))
     np.testing.assert_allclose(h2_norm(G), h2_ref, atol=1e-5)
     np.testing.assert_allclose(h2_norm(G), h2_ref, rtol=1e-12)
-    slycot = pytest.importorskip("slycot")
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     h2_slicot = slycot.ab13bd("D", "H", 2, 1, 2, Ad, Bd, C, D)  # live
     np.testing.assert_allclose(h2_norm(G), h2_slicot, rtol=1e-10)
 
@@ -331,7 +331,7 @@ def _ab13dd_example():
 def _ab13dd_exact() -> float:
     """The norm in 40-digit arithmetic from the closed form G(s) = sum (s + c)/(s^2 + c s + a),
     maximised near omega = sqrt(2) (golden section, then a secant step on the derivative)."""
-    mpmath = pytest.importorskip("mpmath")
+    mpmath = pytest.importorskip("mpmath", reason="mpmath not installed")
     with mpmath.workdps(40):  # mpmath's precision is global: set it for this call only
         return _ab13dd_exact_at_current_precision(mpmath)
 
@@ -358,7 +358,7 @@ def _ab13dd_exact_at_current_precision(mpmath) -> float:
 def _discrete_exact(G: DiscreteLTI, theta0: float, half_width: float) -> float:
     """max |C (e^{j theta} I - A)^{-1} B + D| of the (float) discrete data in 40-digit
     arithmetic, by golden section on [theta0 - half_width, theta0 + half_width]."""
-    mpmath = pytest.importorskip("mpmath")
+    mpmath = pytest.importorskip("mpmath", reason="mpmath not installed")
     with mpmath.workdps(40):  # mpmath's precision is global: set it for this call only
         return _discrete_exact_at_current_precision(mpmath, G, theta0, half_width)
 
@@ -396,7 +396,7 @@ def test_slycot_ab13dd_example_through_tustin():
     value, omega = hinf_norm(G)
     assert abs(value - exact) <= 1e-9 * exact
     assert abs(omega - 2 * np.arctan(np.sqrt(2.0))) <= 1e-5
-    slycot = pytest.importorskip("slycot")
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     ref = slycot.ab13dd("D", "I", "N", "D", 6, 1, 1, G.A, np.eye(6), G.B, G.C, G.D)[0]
     assert abs(ref - exact) <= 1e-9 * exact  # live: AB13DD on the same data
 

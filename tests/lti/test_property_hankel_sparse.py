@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-hypothesis = pytest.importorskip("hypothesis")
+hypothesis = pytest.importorskip("hypothesis", reason="extra 'test' not installed")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from lti import (  # noqa: E402

@@ -85,7 +85,7 @@ def test_rel_tol_of_the_zero_system_keeps_nothing():
 
 
 def test_every_entry_point_accepts_transfer_functions_and_tuples():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     tf = control.tf([1.0, 0.5], [1.0, -0.9, 0.2], True)  # (z + 0.5) / (z^2 - 0.9 z + 0.2)
     G = DiscreteLTI.from_control(tf)
     tup = (G.A, G.B, G.C, G.D)
@@ -109,7 +109,7 @@ def test_conversion_rule_rejects_what_it_cannot_read():
         as_discrete_system((np.eye(2),))
     with pytest.raises(InvalidArgumentError, match="DiscreteLTI"):
         hinf_norm(np.eye(2))
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     with pytest.raises(InvalidArgumentError, match="discrete-time"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -123,7 +123,7 @@ def _hinf_slycot(E: DiscreteLTI) -> float:
     """||E||_inf independently of lti.hinf_norm: the larger of SLICOT AB13DD and a dense
     sweep of sigma_max(E(e^{j theta})) on 20001 angles (AB13DD alone missed the peak of
     the bidiagonal case below: 0.1290 at 0.775 rad where the peak is 0.1647 at 1.353)."""
-    slycot = pytest.importorskip("slycot")
+    slycot = pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     n, m, p = E.n, E.m, E.p
     gpeak, _ = slycot.ab13dd("D", "I", "N", "D", n, m, p, E.A.copy(), np.eye(n), E.B.copy(),
                              E.C.copy(), E.D.copy(), tol=1e-12)
@@ -170,7 +170,7 @@ def test_bfsr_bound_on_strongly_non_normal_systems(seed, method, match_dc):
 
 @pytest.mark.parametrize("transpose", [False, True])
 def test_slycot_factor_with_more_input_columns_than_states(transpose):
-    pytest.importorskip("slycot")
+    pytest.importorskip("slycot", reason="extra 'control' (slycot) not installed")
     from lti import lyapunov_factor
 
     # the shape of SLICOT's SB03OD example (n = 4 states, m = 5 columns): f2py refused it
@@ -225,7 +225,7 @@ def test_nilpotent_spectral_radius_bound_is_zero():
 
 @pytest.mark.parametrize("numtaps", [9, 17, 33, 65])
 def test_fir_filters_reduce_at_every_order(numtaps):
-    signal = pytest.importorskip("scipy.signal")
+    signal = pytest.importorskip("scipy.signal", reason="scipy is required")
     h = signal.firwin(numtaps, 0.3)
     N = numtaps - 1
     G = DiscreteLTI(np.diag(np.ones(N - 1), -1), np.eye(N)[:, :1], h[1:][None, :], h[:1][None, :])
@@ -320,7 +320,7 @@ def test_spa_pole_on_the_unit_circle_falls_back_to_truncation():
     sigma_1 with B_r ~ 1e-7); the bound was first reported as finite although the computed
     model's error is infinite, then as inf; now the truncated model of that order is
     returned (finite, certified bounds) with a warning and match_dc False."""
-    signal = pytest.importorskip("scipy.signal")
+    signal = pytest.importorskip("scipy.signal", reason="scipy is required")
     from lti.testing import assert_reduction_within_bounds
 
     rng = np.random.default_rng(3019)  # benchmarks/bt_rounding_term.py's fir family, seed 19

@@ -66,7 +66,7 @@ _N2 = ([[-24.23831806474217, 6.657161780128375], [-93.34283821987164, 25.6177671
 
 
 def _mp_gain(G, Gr, theta):
-    mpmath = pytest.importorskip("mpmath")
+    mpmath = pytest.importorskip("mpmath", reason="mpmath not installed")
 
     def tf(S):
         A, B, C, D = (mpmath.matrix(np.asarray(X, dtype=float).tolist()) for X in

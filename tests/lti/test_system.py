@@ -209,7 +209,7 @@ def test_interconnections():
 
 # ---------------------------------------------------------------- python-control
 def test_control_round_trip():
-    control = pytest.importorskip("control")
+    control = pytest.importorskip("control", reason="extra 'control' not installed")
     rng = np.random.default_rng(6)
     G = _random_system(rng, 5)
     sys = G.to_control()
