@@ -36,3 +36,18 @@ def tiny_causal_lm(kind: str, *, width: int = 32, layers: int = 2, vocab: int = 
         num_attention_heads=2, num_key_value_heads=1, vocab_size=vocab, bos_token_id=0,
         eos_token_id=0)
     return getattr(transformers, f"{name}ForCausalLM")(cfg).eval()
+
+
+def perturbed(model):
+    """`model` with every adapter's gate and input/output maps moved away from their initial
+    values (gate 0.6 + 0.1 i, B and C plus 0.5 N(0, 1) from seed i, for the i-th adapter):
+    the same on every model of one architecture, so adapted models can be compared."""
+    from adapters import find_adapters
+
+    with torch.no_grad():
+        for i, adapted in enumerate(find_adapters(model).values()):
+            adapted.adapter.gate.fill_(0.6 + 0.1 * i)
+            g = torch.Generator().manual_seed(i)
+            for p in (adapted.adapter.ssm.B, adapted.adapter.ssm.C):
+                p.add_(torch.randn(p.shape, generator=g) * 0.5)
+    return model

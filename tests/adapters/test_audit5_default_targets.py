@@ -21,21 +21,12 @@ import torch
 from adapters import HRMConfig, disable_adapter, find_adapters, inject
 from adapters.exceptions import AdapterShapeError
 from adapters.targets import find_target_modules
+from tests.adapters._tiny import perturbed
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
 IDS = torch.tensor([[5, 9, 14, 3, 22, 41, 7, 30], [1, 2, 60, 33, 8, 19, 11, 4]])
 MASK = torch.tensor([[1, 1, 1, 1, 1, 1, 0, 0], [1] * 8])  # row 0 right-padded
-
-
-def _strong(model):
-    with torch.no_grad():
-        for i, adapted in enumerate(find_adapters(model).values()):
-            adapted.adapter.gate.fill_(0.6 + 0.1 * i)
-            g = torch.Generator().manual_seed(i)
-            for p in (adapted.adapter.ssm.B, adapted.adapter.ssm.C):
-                p.add_(torch.randn(p.shape, generator=g) * 0.5)
-    return model
 
 
 @pytest.mark.parametrize("family", ["T5", "UMT5"])
@@ -50,7 +41,7 @@ def test_t5_encoders_take_adapters_by_default(family):
         assert list(find_adapters(model)) == ["encoder.block.0.layer.1.DenseReluDense",
                                               "encoder.block.1.layer.1.DenseReluDense"]
         assert torch.equal(model(IDS, attention_mask=MASK).last_hidden_state, base)
-        _strong(model)
+        perturbed(model)
         out = model(IDS, attention_mask=MASK).last_hidden_state
         assert (out - base).abs().max() > 0.1  # the branches act
         alone = model(IDS[:1, :6]).last_hidden_state  # the padding drives no state

@@ -24,6 +24,7 @@ from adapters import (
 )
 from adapters.exceptions import AdapterShapeError
 from adapters.targets import resolve_targets
+from tests.adapters._tiny import perturbed
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
@@ -40,16 +41,6 @@ def _jetmoe(device=None):
         return transformers.JetMoeForCausalLM(cfg).eval()
 
 
-def _strong(model):
-    with torch.no_grad():
-        for i, adapted in enumerate(find_adapters(model).values()):
-            adapted.adapter.gate.fill_(0.6 + 0.1 * i)
-            g = torch.Generator().manual_seed(i)
-            for p in (adapted.adapter.ssm.B, adapted.adapter.ssm.C):
-                p.add_(torch.randn(p.shape, generator=g) * 0.5)
-    return model
-
-
 def test_jetmoe_is_adapted_exact_at_init_and_cached_generation_is_exact():
     model = _jetmoe()
     with torch.no_grad():
@@ -58,7 +49,7 @@ def test_jetmoe_is_adapted_exact_at_init_and_cached_generation_is_exact():
     assert list(find_adapters(model)) == ["model.layers.0.mlp", "model.layers.1.mlp"]
     with torch.no_grad():
         assert torch.equal(model(IDS, attention_mask=MASK).logits, base)
-    _strong(model)
+    perturbed(model)
     gen = {"attention_mask": MASK, "max_new_tokens": 6, "min_new_tokens": 6, "pad_token_id": 0,
            "do_sample": False}
     with torch.no_grad():
@@ -74,7 +65,7 @@ def test_jetmoe_is_adapted_exact_at_init_and_cached_generation_is_exact():
 
 
 def test_jetmoe_adapters_save_load_and_train(tmp_path):
-    model = _strong(inject(_jetmoe(), HRMConfig(d_state=4)))
+    model = perturbed(inject(_jetmoe(), HRMConfig(d_state=4)))
     save_adapter(model, tmp_path)
     again = load_adapter(_jetmoe(), tmp_path)
     with torch.no_grad():

@@ -24,7 +24,7 @@ from adapters import (
     save_adapter,
 )
 from adapters.adapted import target_device
-from tests.adapters._tiny import tiny_causal_lm
+from tests.adapters._tiny import perturbed, tiny_causal_lm
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 pytest.importorskip("accelerate", reason="the 'hf' extra is not installed")
@@ -33,17 +33,6 @@ IDS = torch.tensor([[5, 9, 14, 3, 22, 41, 7], [1, 2, 60, 33, 8, 19, 11]])
 # layer 1 on "disk": its weights are meta tensors, loaded from the offload folder per call
 DEVICE_MAP = {"model.embed_tokens": "cpu", "model.layers.0": "cpu", "model.layers.1": "disk",
               "model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}
-
-
-def _strong(model):
-    """Gates and input/output maps away from their initial values (same on every model)."""
-    with torch.no_grad():
-        for i, adapted in enumerate(find_adapters(model).values()):
-            adapted.adapter.gate.fill_(0.6 + 0.1 * i)
-            g = torch.Generator().manual_seed(i)
-            for p in (adapted.adapter.ssm.B, adapted.adapter.ssm.C):
-                p.add_(torch.randn(p.shape, generator=g) * 0.5)
-    return model
 
 
 @pytest.fixture
@@ -62,12 +51,12 @@ def test_adapters_of_an_offloaded_layer_live_where_it_computes(saved_base, tmp_p
     mlp = model.model.layers[1].mlp
     assert mlp.up_proj.weight.is_meta  # offloaded: the precondition of this test
     assert target_device(mlp) == torch.device("cpu")
-    _strong(inject(model, HRMConfig(d_state=8, gate_init=0.0)))
+    perturbed(inject(model, HRMConfig(d_state=8, gate_init=0.0)))
     devices = {name: {p.device.type for p in a.adapter.parameters()}
                for name, a in find_adapters(model).items()}
     assert devices == {"model.layers.0.mlp": {"cpu"}, "model.layers.1.mlp": {"cpu"}}
 
-    ref = _strong(inject(tiny_causal_lm("llama"), HRMConfig(d_state=8, gate_init=0.0)))
+    ref = perturbed(inject(tiny_causal_lm("llama"), HRMConfig(d_state=8, gate_init=0.0)))
     with torch.no_grad():
         assert torch.equal(model(IDS).logits, ref(IDS).logits)
         with disable_adapter(model), disable_adapter(ref):
@@ -79,8 +68,8 @@ def test_adapters_of_an_offloaded_layer_live_where_it_computes(saved_base, tmp_p
 
 
 def test_offloaded_model_saves_loads_calibrates_and_reduces(saved_base, tmp_path):
-    model = _strong(inject(_offloaded(saved_base, tmp_path, "off"), HRMConfig(d_state=8)))
-    ref = _strong(inject(tiny_causal_lm("llama"), HRMConfig(d_state=8)))
+    model = perturbed(inject(_offloaded(saved_base, tmp_path, "off"), HRMConfig(d_state=8)))
+    ref = perturbed(inject(tiny_causal_lm("llama"), HRMConfig(d_state=8)))
     save_adapter(model, tmp_path / "adapter")
     again = load_adapter(_offloaded(saved_base, tmp_path, "off2"), tmp_path / "adapter")
     batches = [{"input_ids": IDS}]

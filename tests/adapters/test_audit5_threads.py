@@ -17,8 +17,8 @@ import threading
 import pytest
 import torch
 
-from adapters import HRMConfig, disable_adapter, find_adapters, inject
-from tests.adapters._tiny import tiny_causal_lm
+from adapters import HRMConfig, disable_adapter, inject
+from tests.adapters._tiny import perturbed, tiny_causal_lm
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
@@ -28,14 +28,7 @@ GEN = {"max_new_tokens": 12, "min_new_tokens": 12, "do_sample": False, "pad_toke
 
 
 def _adapted(kind: str):
-    model = inject(tiny_causal_lm(kind), HRMConfig(d_state=8))
-    with torch.no_grad():
-        for i, adapted in enumerate(find_adapters(model).values()):
-            adapted.adapter.gate.fill_(0.6 + 0.1 * i)
-            g = torch.Generator().manual_seed(i)
-            for p in (adapted.adapter.ssm.B, adapted.adapter.ssm.C):
-                p.add_(torch.randn(p.shape, generator=g) * 0.5)
-    return model
+    return perturbed(inject(tiny_causal_lm(kind), HRMConfig(d_state=8)))
 
 
 def _concurrently(model, rounds: int = 3) -> list[str]:
