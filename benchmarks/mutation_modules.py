@@ -470,7 +470,7 @@ def _mutmut(tree: Path, args: list[str], cap: int) -> tuple[list[str], int, floa
 def _current(module: str, tree: Path) -> dict[str, tuple[str, str]]:
     """The tree's mutants: name -> (function, diff)."""
     meta = json.loads((tree / "mutants" / f"{module}.meta").read_text())
-    with _cwd(tree):
+    with contextlib.chdir(tree):
         return {n: (_function(n), _diff(n, module)) for n in meta["exit_code_by_key"]}
 
 
@@ -532,16 +532,6 @@ def _function(name: str) -> str:
 
 def _number(name: str) -> int:
     return int(name.rsplit("_", 1)[1])
-
-
-@contextlib.contextmanager
-def _cwd(path: Path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
 
 
 def _diff(name: str, module: str) -> str:

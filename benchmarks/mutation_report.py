@@ -35,7 +35,6 @@ import argparse
 import configparser
 import contextlib
 import json
-import os
 import sys
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
@@ -310,16 +309,6 @@ def _selection(tree: Path) -> list[str]:
     return cp.get("mutmut", "pytest_add_cli_args_test_selection", fallback="").split()
 
 
-@contextlib.contextmanager
-def _cwd(path: Path):
-    old = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def collect(label: str, tree: Path, source: str) -> None:
     import mutmut
 
@@ -329,7 +318,7 @@ def collect(label: str, tree: Path, source: str) -> None:
         data = json.loads(path.read_text()) if path.exists() else {"runs": {}, "mutants": {}}
         meta = json.loads((tree / "mutants" / "lti" / f"{module}.py.meta").read_text())
         codes = meta["exit_code_by_key"]
-        with _cwd(tree):
+        with contextlib.chdir(tree):
             for name, code in codes.items():
                 entry = data["mutants"].setdefault(name, {})
                 diff = _diff_lines(name, module)
@@ -545,7 +534,7 @@ def rerun(module: str, functions: list[str], tree: Path, source: str,
         mod, now = moved.get(fn, (module, fn))
         where[mod][now] = fn
     entries, current = {}, {}
-    with _cwd(tree):
+    with contextlib.chdir(tree):
         for mod, names in where.items():
             meta = json.loads((tree / "mutants" / "lti" / f"{mod}.py.meta").read_text())
             for name, code in meta["exit_code_by_key"].items():
