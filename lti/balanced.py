@@ -501,10 +501,10 @@ def balanced_truncation(
         exact = S is not None and _exact_schur(S, G.A)  # Z a permutation: no Schur rounding
         red = reduce_stable(Gw, F.Lc, F.Lo, rule, method, match_dc, stacklevel=3, rho=F.rho,
                             exact_schur=exact)
-        # D = 0 (an adapter's p x m zeros) is not copied: None gives fresh (lazy) zeros
-        # (red's fresh A, B, C taken over: no copies or second validation of them)
-        reduced = DiscreteLTI._owned(red.A, red.B, red.C, red.D if red.D.any() else None,
-                                     G.dt)
+        # red's fresh A, B, C taken over (no copies or second validation of them); D_r = D
+        # is G's own read-only D, shared (an adapter's p x m zeros: no copy, no scan)
+        reduced = DiscreteLTI._owned(red.A, red.B, red.C, red.D, G.dt,
+                                     shared_D=red.D is G.D)
         T, Ti = (red.T, red.Ti) if S is None else (S.Z @ red.T, red.Ti @ S.Z.T)
         # what the Schur decomposition adds (lti._rounding; none on the Smith/modal paths,
         # nor when it is exact: a (permuted) quasi-triangular A, Z a signed permutation)

@@ -164,22 +164,22 @@ class DiscreteLTI:
         return (type(self), (self.A, self.B, self.C, self.D, self.dt))
 
     @classmethod
-    def _owned(cls, A, B, C, D, dt) -> DiscreteLTI:
-        """Internal: ``DiscreteLTI(A, B, C, D, dt)`` for fresh arrays the caller gives up
-        (a reduced model's ``Ti A T``, ``Ti B``, ``C T``) without the constructor's copies and
-        checks (~10 us at n = 16): A, B, C become its read-only arrays, D (None: zeros) is
-        copied, ``dt`` must be validated; anything but conforming finite 2-D float64 arrays
-        goes through the constructor and its typed errors."""
+    def _owned(cls, A, B, C, D, dt, *, shared_D: bool = False) -> DiscreteLTI:
+        """Internal: ``DiscreteLTI(A, B, C, D, dt)`` without copies or checks for a reduced
+        model's fresh A, B, C (made read-only); D (None: zeros) is copied, or with `shared_D`
+        (a validated system's read-only D: ``D_r = D``) shared unscanned; `dt` must be valid.
+        Anything but finite conforming 2-D float64 arrays goes through the constructor."""
         if not (type(A) is np.ndarray and type(B) is np.ndarray and type(C) is np.ndarray
                 and A.dtype == B.dtype == C.dtype == np.float64 and A.ndim == B.ndim == C.ndim
                 == 2 and A.shape[0] == A.shape[1] == B.shape[0] == C.shape[1]
                 and (D is None or (type(D) is np.ndarray and D.dtype == np.float64
                                    and D.shape == (C.shape[0], B.shape[1])))
+                and (not shared_D or (D is not None and not D.flags.writeable))
                 and np.isfinite(A).all() and np.isfinite(B).all() and np.isfinite(C).all()
-                and (D is None or np.isfinite(D).all())):
+                and (D is None or shared_D or np.isfinite(D).all())):
             return cls(A, B, C, D, dt)
         self = object.__new__(cls)
-        D = np.zeros((C.shape[0], B.shape[1])) if D is None else D.copy()
+        D = D if shared_D else np.zeros((C.shape[0], B.shape[1])) if D is None else D.copy()
         for name, X in (("A", A), ("B", B), ("C", C), ("D", D)):
             object.__setattr__(self, name, _readonly(X))
         object.__setattr__(self, "dt", dt)
